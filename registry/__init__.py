@@ -1,0 +1,122 @@
+"""Tools with JSON Schemas, scopes, restrictions and one full policy pipeline.
+
+Every call goes through :meth:`ToolRegistry.execute`: lossless-JSON argument
+snapshot, schema validation, pre-execute policy, guards, around-execute
+wrappers, the body, output validation, rendering, post-execute policy,
+``finalize_content`` and result observers. A tool's failure is returned as a
+:class:`ToolFailure`, never raised.
+"""
+
+from ._exceptions import (
+    ABORTED as ABORTED,
+)
+from ._exceptions import (
+    ABORTED_BEFORE_DISPATCH as ABORTED_BEFORE_DISPATCH,
+)
+from ._exceptions import (
+    APPROVAL_CANCELLED as APPROVAL_CANCELLED,
+)
+from ._exceptions import (
+    APPROVAL_REJECTED as APPROVAL_REJECTED,
+)
+from ._exceptions import (
+    APPROVAL_UNAVAILABLE as APPROVAL_UNAVAILABLE,
+)
+from ._exceptions import (
+    INVALID_ARGS as INVALID_ARGS,
+)
+from ._exceptions import (
+    INVALID_TOOL_OUTPUT as INVALID_TOOL_OUTPUT,
+)
+from ._exceptions import (
+    TOOL_DENIED as TOOL_DENIED,
+)
+from ._exceptions import (
+    TOOL_TIMEOUT as TOOL_TIMEOUT,
+)
+from ._exceptions import (
+    UNKNOWN_TOOL as UNKNOWN_TOOL,
+)
+from ._exceptions import RegistrationError as RegistrationError
+from ._exceptions import RegistryError as RegistryError
+from ._exceptions import RestrictionError as RestrictionError
+from ._exceptions import ToolArgsError as ToolArgsError
+from ._exceptions import ToolError as ToolError
+from ._exceptions import ToolOutputError as ToolOutputError
+from ._json import JsonValue as JsonValue
+from ._json import NotJsonError as NotJsonError
+from ._json import snapshot_json as snapshot_json
+from ._policy import Accept as Accept
+from ._policy import Allow as Allow
+from ._policy import Ask as Ask
+from ._policy import Block as Block
+from ._policy import Cancel as Cancel
+from ._policy import Deny as Deny
+from ._policy import GuardDenial as GuardDenial
+from ._policy import PostDecision as PostDecision
+from ._policy import PreDecision as PreDecision
+from ._registry import ToolRegistry as ToolRegistry
+from ._signal import AbortSignal as AbortSignal
+from ._timeout import timeout_wrapper as timeout_wrapper
+from ._types import ContentBlock as ContentBlock
+from ._types import DispatchExecution as DispatchExecution
+from ._types import ErrorInfo as ErrorInfo
+from ._types import ExecutionMode as ExecutionMode
+from ._types import ExecutionToken as ExecutionToken
+from ._types import FailureDetail as FailureDetail
+from ._types import ToolCall as ToolCall
+from ._types import ToolDefinition as ToolDefinition
+from ._types import ToolExecution as ToolExecution
+from ._types import ToolFailure as ToolFailure
+from ._types import ToolOutput as ToolOutput
+from ._types import ToolResult as ToolResult
+from ._types import ToolRunContext as ToolRunContext
+from ._types import ToolSuccess as ToolSuccess
+
+__all__ = [
+    "ABORTED",
+    "ABORTED_BEFORE_DISPATCH",
+    "APPROVAL_CANCELLED",
+    "APPROVAL_REJECTED",
+    "APPROVAL_UNAVAILABLE",
+    "INVALID_ARGS",
+    "INVALID_TOOL_OUTPUT",
+    "TOOL_DENIED",
+    "TOOL_TIMEOUT",
+    "UNKNOWN_TOOL",
+    "AbortSignal",
+    "Accept",
+    "Allow",
+    "Ask",
+    "Block",
+    "Cancel",
+    "ContentBlock",
+    "Deny",
+    "DispatchExecution",
+    "ErrorInfo",
+    "ExecutionMode",
+    "ExecutionToken",
+    "FailureDetail",
+    "GuardDenial",
+    "JsonValue",
+    "NotJsonError",
+    "PostDecision",
+    "PreDecision",
+    "RegistrationError",
+    "RegistryError",
+    "RestrictionError",
+    "ToolArgsError",
+    "ToolCall",
+    "ToolDefinition",
+    "ToolError",
+    "ToolExecution",
+    "ToolFailure",
+    "ToolOutput",
+    "ToolOutputError",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolRunContext",
+    "ToolSuccess",
+    "snapshot_json",
+    "timeout_wrapper",
+]

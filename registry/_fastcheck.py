@@ -1,0 +1,130 @@
+"""A fast acceptance check for the plain JSON Schema shapes most tools use.
+
+Validation is owned by ``jsonschema``. This module only *compiles* a schema
+made of a small, fully understood keyword set (``type``, ``properties``,
+``required``, ``items``, ``enum``, ``const``, ``additionalProperties`` and pure
+annotations) into a predicate that answers "certainly valid". Anything else —
+an unknown keyword, a failing value — goes to ``jsonschema``, which decides and
+explains. A differential property test holds the two together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = ["compile_fast_check"]
+
+Check = Callable[[Any], bool]
+
+_ANNOTATIONS = frozenset(
+    {"title", "description", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly", "$schema", "$id"}
+)
+_HANDLED = _ANNOTATIONS | {"type", "properties", "required", "items", "enum", "const", "additionalProperties"}
+
+
+def _is_integer(v: Any) -> bool:
+    t = type(v)
+    return t is int or (t is float and v.is_integer())
+
+
+_TYPE_CHECKS: dict[str, Check] = {
+    "string": lambda v: type(v) is str,
+    "integer": _is_integer,
+    "number": lambda v: type(v) is int or type(v) is float,
+    "boolean": lambda v: type(v) is bool,
+    "null": lambda v: v is None,
+    "object": lambda v: type(v) is dict,
+    "array": lambda v: type(v) is list,
+}
+
+
+def compile_fast_check(schema: object, depth: int = 0) -> Check | None:
+    """A predicate that is ``True`` only for values the schema certainly accepts.
+
+    Returns ``None`` when the schema uses anything outside the handled subset.
+    """
+    if schema is True or schema == {}:
+        return lambda v: True
+    if not isinstance(schema, Mapping) or depth > 32 or not set(schema) <= _HANDLED:
+        return None
+    checks: list[Check] = []
+    kind = schema.get("type")
+    if kind is not None:
+        kinds = [kind] if isinstance(kind, str) else kind
+        if not isinstance(kinds, list) or not kinds or any(k not in _TYPE_CHECKS for k in kinds):
+            return None
+        type_checks = [_TYPE_CHECKS[k] for k in kinds]
+        if len(type_checks) == 1:
+            checks.append(type_checks[0])
+        else:
+            checks.append(lambda v: any(c(v) for c in type_checks))
+    if "enum" in schema or "const" in schema:
+        # Equality in JSON Schema ignores int/float distinctions but not bool/int ones;
+        # leave anything beyond strings and None to jsonschema.
+        allowed = schema["enum"] if "enum" in schema else [schema["const"]]
+        if not isinstance(allowed, list) or not all(type(a) is str or a is None for a in allowed):
+            return None
+        literals = frozenset(a for a in allowed if a is not None)
+        allow_none = None in allowed
+        checks.append(lambda v: (v is None and allow_none) or (type(v) is str and v in literals))
+    object_check = _object_check(schema, depth)
+    if object_check is False:
+        return None
+    if object_check is not None:
+        checks.append(object_check)
+    if "items" in schema:
+        item = compile_fast_check(schema["items"], depth + 1)
+        if item is None:
+            return None
+        checks.append(lambda v: type(v) is not list or all(item(x) for x in v))
+    if not checks:
+        return lambda v: True
+    if len(checks) == 1:
+        return checks[0]
+    return lambda v: all(c(v) for c in checks)
+
+
+def _object_check(schema: Mapping[str, Any], depth: int) -> Check | None | bool:
+    properties = schema.get("properties", {})
+    required = schema.get("required", [])
+    extra = schema.get("additionalProperties", True)
+    if not properties and not required and extra is True:
+        return None
+    if not isinstance(properties, Mapping) or not isinstance(required, list):
+        return False
+    if not all(isinstance(r, str) for r in required):
+        return False
+    compiled: dict[str, Check] = {}
+    for key, sub in properties.items():
+        check = compile_fast_check(sub, depth + 1)
+        if check is None:
+            return False
+        compiled[key] = check
+    extra_check: Check | None
+    if extra is True:
+        extra_check = None
+    elif extra is False:
+        extra_check = lambda v: False  # noqa: E731
+    else:
+        extra_check = compile_fast_check(extra, depth + 1)
+        if extra_check is None:
+            return False
+    required_keys = tuple(required)
+
+    def check(value: Any) -> bool:
+        if type(value) is not dict:
+            return True
+        for key in required_keys:
+            if key not in value:
+                return False
+        for key, item in value.items():
+            sub = compiled.get(key)
+            if sub is not None:
+                if not sub(item):
+                    return False
+            elif extra_check is not None and not extra_check(item):
+                return False
+        return True
+
+    return check

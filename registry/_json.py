@@ -1,0 +1,125 @@
+"""Lossless JSON: the one value shape that crosses every boundary.
+
+A value is lossless JSON when serialising and parsing it gives back an equal
+value of the same types: ``dict`` with ``str`` keys, ``list``, ``str``, ``int``
+within 64 bits, finite ``float``, ``bool`` and ``None`` — exact types, not
+subclasses. Everything else (NaN, infinities, bytes, tuples, sets, non-string
+keys, cycles, huge ints, enums, dataclasses…) is rejected with a path.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, TypeAlias
+
+import orjson
+
+__all__ = [
+    "MAX_DEPTH",
+    "JsonValue",
+    "NotJsonError",
+    "dumps_pretty",
+    "snapshot_json",
+]
+
+JsonValue: TypeAlias = "dict[str, JsonValue] | list[JsonValue] | str | int | float | bool | None"
+
+#: Deepest nesting accepted; matches what orjson can serialise.
+MAX_DEPTH = 255
+_INT_MIN = -(2**63)
+_INT_MAX = 2**64 - 1
+
+
+class NotJsonError(ValueError):
+    """A value is not lossless JSON.
+
+    Attributes:
+        path: JSON-pointer-like location of the offending value (``$`` is the root).
+        problem: what is wrong there.
+    """
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{problem} at {path}")
+
+
+_STRICT = orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+
+
+def snapshot_json(value: object) -> Any:
+    """Return a deep, independent copy of ``value`` or raise :class:`NotJsonError`."""
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return value
+    try:
+        # Fast path: orjson refuses most non-JSON values outright; the ones it
+        # converts (NaN -> null, enum/UUID -> their value, tuple -> array) no
+        # longer compare equal, so the exact walk below decides and explains.
+        copied = orjson.loads(orjson.dumps(value, option=_STRICT))
+        if copied == value and _same_shape(copied, value):
+            return copied
+    except (TypeError, orjson.JSONEncodeError):
+        pass
+    return _copy(value, "$", 0, set())
+
+
+def _same_shape(copied: object, value: object) -> bool:
+    # ``==`` treats True == 1 and 1 == 1.0; orjson keeps those types, so only the
+    # root needs a type check (containers compare element-wise with the same rule,
+    # and orjson rejects the subclasses that could disagree).
+    return type(copied) is type(value)
+
+
+def _copy(value: object, path: str, depth: int, ancestors: set[int]) -> Any:
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return value
+    if kind is int:
+        if _INT_MIN <= value <= _INT_MAX:  # type: ignore[operator]
+            return value
+        raise NotJsonError(path, "integer outside the 64-bit range")
+    if kind is float:
+        if math.isfinite(value):  # type: ignore[arg-type]
+            return value
+        raise NotJsonError(path, f"non-finite number {value!r}")
+    if kind is dict or kind is list:
+        if depth >= MAX_DEPTH:
+            raise NotJsonError(path, f"nesting deeper than {MAX_DEPTH} levels")
+        marker = id(value)
+        if marker in ancestors:
+            raise NotJsonError(path, "cyclic reference")
+        ancestors.add(marker)
+        try:
+            if kind is list:
+                return [
+                    _copy(item, f"{path}[{i}]", depth + 1, ancestors)
+                    for i, item in enumerate(value)  # type: ignore[arg-type]
+                ]
+            out: dict[str, Any] = {}
+            for key, item in value.items():  # type: ignore[attr-defined]
+                if type(key) is not str:
+                    raise NotJsonError(path, f"non-string key {key!r}")
+                out[key] = _copy(item, f"{path}.{key}", depth + 1, ancestors)
+            return out
+        finally:
+            ancestors.discard(marker)
+    raise NotJsonError(path, f"{_describe(value)} is not JSON")
+
+
+def _describe(value: object) -> str:
+    kind = type(value)
+    if kind is tuple:
+        return "tuple (use a list)"
+    if kind in (set, frozenset):
+        return f"{kind.__name__} (use a list)"
+    if kind in (bytes, bytearray, memoryview):
+        return f"{kind.__name__} (decode it to str)"
+    return f"value of type {kind.__module__}.{kind.__qualname__}" if kind.__module__ not in (
+        "builtins",
+    ) else f"value of type {kind.__qualname__}"
+
+
+def dumps_pretty(value: object) -> str:
+    """Pretty JSON text (two-space indent) of an already-lossless value."""
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()

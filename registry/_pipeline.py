@@ -1,0 +1,461 @@
+"""The policy pipeline one call goes through (see ``_policy`` for the order)."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ._exceptions import (
+    ABORTED,
+    ABORTED_BEFORE_DISPATCH,
+    APPROVAL_CANCELLED,
+    APPROVAL_REJECTED,
+    APPROVAL_UNAVAILABLE,
+    INVALID_ARGS,
+    INVALID_TOOL_OUTPUT,
+    TOOL_DENIED,
+    UNKNOWN_TOOL,
+    ToolError,
+)
+from ._json import NotJsonError, dumps_pretty, snapshot_json
+from ._policy import Accept, Allow, Ask, Block, Cancel, Deny, GuardDenial, PostDecision, PreDecision
+from ._signal import AbortSignal
+from ._timeout import timeout_wrapper
+from ._types import (
+    ContentBlock,
+    DispatchExecution,
+    ErrorInfo,
+    ExecutionToken,
+    FailureDetail,
+    ToolCall,
+    ToolExecution,
+    ToolFailure,
+    ToolResult,
+    ToolRunContext,
+    ToolSuccess,
+    text_block,
+)
+from ._validation import CompiledTool, describe_violation
+
+if TYPE_CHECKING:
+    from ._registry import PolicySet, ToolRegistry
+
+__all__ = ["run_pipeline"]
+
+logger = logging.getLogger("registry")
+
+_POLICY_ERROR = "POLICY_ERROR"
+_MAX_LISTED_NAMES = 30
+
+
+def _failure(message: str, name: str | None = None, code: str | None = None) -> ToolFailure:
+    info = None if code is None or name is None else ErrorInfo(name=name, code=code)
+    return ToolFailure.of(message, info)
+
+
+def _aborted(before_dispatch: bool, message: str | None = None) -> ToolFailure:
+    if before_dispatch:
+        return _failure(message or "the call was cancelled before it ran", "AbortError", ABORTED_BEFORE_DISPATCH)
+    return _failure(message or "the call was cancelled", "AbortError", ABORTED)
+
+
+class _Run:
+    """State of one call through the pipeline."""
+
+    __slots__ = ("body_started", "compiled", "ctx", "execution", "policy", "registry")
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        execution: ToolExecution,
+        compiled: CompiledTool,
+        policy: PolicySet,
+    ) -> None:
+        self.registry = registry
+        self.execution = execution
+        self.compiled = compiled
+        self.policy = policy
+        self.body_started = False
+        self.ctx: ToolRunContext | None = None
+
+
+async def run_pipeline(
+    registry: ToolRegistry, call: ToolCall, transport: CompiledTool | None
+) -> ToolResult:
+    """Run ``call`` through every stage and return its final, observed result."""
+    signal = call.signal if call.signal is not None else AbortSignal()
+    bad_args: str | None = None
+    try:
+        arguments = snapshot_json(call.arguments)
+    except NotJsonError as exc:
+        arguments, bad_args = None, f"arguments of {call.name} are not lossless JSON: {exc}"
+    compiled = transport if transport is not None else registry.view(call.scope).get(call.name)
+    execution = ToolExecution(
+        token=ExecutionToken(),
+        call_id=call.call_id,
+        root_call_id=call.root_call_id if call.root_call_id is not None else call.call_id,
+        name=call.name,
+        arguments=arguments,
+        scope=call.scope,
+        parent=call.parent,
+        signal=signal,
+        definition=None if compiled is None else compiled.definition,
+    )
+    policy = registry.policy(call.scope)
+    result: ToolResult
+    if bad_args is not None:
+        result = _failure(bad_args, "ToolArgsError", INVALID_ARGS)
+    elif signal.aborted:
+        result = _aborted(True)
+    elif compiled is None:
+        result = _unknown(registry, call)
+    else:
+        violation = describe_violation(compiled.parameters, arguments)
+        if violation is not None:
+            result = _failure(f"invalid arguments for {call.name}: {violation}", "ToolArgsError", INVALID_ARGS)
+        else:
+            result = await _policed(_Run(registry, execution, compiled, policy))
+    result = _finalize(execution, result)
+    await _observe(policy, execution, result)
+    return result
+
+
+def _unknown(registry: ToolRegistry, call: ToolCall) -> ToolFailure:
+    names = sorted(registry.view(call.scope))
+    listed = ", ".join(names[:_MAX_LISTED_NAMES]) + (", …" if len(names) > _MAX_LISTED_NAMES else "")
+    hint = f"; available tools: {listed}" if names else "; no tools are available"
+    return _failure(f"unknown tool {call.name!r}{hint}", "ToolNotFoundError", UNKNOWN_TOOL)
+
+
+async def _policed(run: _Run) -> ToolResult:
+    execution = run.execution
+    signal = execution.signal
+    denial = await _pre_execute(run)
+    if denial is not None:
+        return denial
+    if signal.aborted:
+        return _aborted(True)
+    denial = _check_guards(run)
+    if denial is not None:
+        return denial
+    result = await _dispatch(run)
+    result = await _post_execute(run, result)
+    if signal.aborted and not result.is_error:
+        result = _aborted(not run.body_started)
+    return result
+
+
+# --------------------------------------------------------------------------- pre-execute
+
+
+async def _pre_execute(run: _Run) -> ToolResult | None:
+    listeners = run.policy.pre
+    execution = run.execution
+    decision: object
+    if not listeners:
+        decision = Allow()
+    else:
+
+        def link(index: int) -> Callable[[], Awaitable[PreDecision]]:
+            async def call_next() -> PreDecision:
+                if index == len(listeners):
+                    return Allow()
+                return await listeners[index](execution, link(index + 1))
+
+            return call_next
+
+        try:
+            decision = await link(0)()
+        except Exception as exc:
+            logger.exception("a pre-execute listener raised for %s", execution.name)
+            return _failure(f"pre-execute policy failed: {exc}", "PolicyError", _POLICY_ERROR)
+    if isinstance(decision, Allow):
+        return None
+    if isinstance(decision, Cancel) or execution.signal.aborted:
+        return _aborted(True)
+    if isinstance(decision, Deny):
+        info = decision.info or ErrorInfo(name="ToolDeniedError", code=TOOL_DENIED)
+        return ToolFailure.of(decision.reason, info)
+    if isinstance(decision, Ask):
+        return await _ask(run, decision)
+    return _failure(
+        f"pre-execute policy returned {decision!r}, not a decision; the call is denied",
+        "PolicyError",
+        _POLICY_ERROR,
+    )
+
+
+async def _ask(run: _Run, decision: Ask) -> ToolResult | None:
+    approval = run.registry.approval
+    why = f": {decision.reason}" if decision.reason else ""
+    if approval is None:
+        return _failure(
+            f"{run.execution.name} needs approval and no approval channel is available{why}",
+            "ApprovalError",
+            APPROVAL_UNAVAILABLE,
+        )
+    try:
+        verdict = await approval(run.execution, decision.reason)
+    except Exception as exc:
+        logger.exception("the approval callback raised for %s", run.execution.name)
+        return _failure(f"approval for {run.execution.name} failed: {exc}", "ApprovalError", APPROVAL_UNAVAILABLE)
+    if run.execution.signal.aborted:
+        return _aborted(True)
+    if verdict is True or verdict == "allow":
+        return None
+    if verdict == "cancel":
+        return _failure(f"approval for {run.execution.name} was cancelled{why}", "ApprovalError", APPROVAL_CANCELLED)
+    return _failure(f"the user rejected {run.execution.name}{why}", "ApprovalError", APPROVAL_REJECTED)
+
+
+def _check_guards(run: _Run) -> ToolResult | None:
+    for guard in run.policy.guards:
+        try:
+            verdict = guard(run.execution)
+        except Exception as exc:
+            logger.exception("a guard raised for %s", run.execution.name)
+            verdict = f"guard failed: {exc}"
+        if verdict is None:
+            continue
+        if isinstance(verdict, GuardDenial):
+            info = verdict.info or ErrorInfo(name="ToolDeniedError", code=TOOL_DENIED)
+            return ToolFailure.of(verdict.reason, info)
+        return ToolFailure.of(str(verdict), ErrorInfo(name="ToolDeniedError", code=TOOL_DENIED))
+    return None
+
+
+# --------------------------------------------------------------------------- dispatch
+
+
+async def _dispatch(run: _Run) -> ToolResult:
+    wrappers = run.policy.wrappers
+    if run.compiled.definition.timeout is None:
+        # The built-in timeout wrapper has nothing to enforce: skip its frame.
+        wrappers = tuple(w for w in wrappers if w is not timeout_wrapper)
+    if not wrappers:
+        return await _invoke_body(run, run.execution.signal)
+    dispatch = DispatchExecution(run.execution)
+    produced: set[int] = set()
+
+    async def innermost() -> ToolResult:
+        result = await _invoke_body(run, dispatch.signal)
+        produced.add(id(result))
+        return result
+
+    def link(index: int) -> Callable[[], Awaitable[ToolResult]]:
+        if index == len(wrappers):
+            return innermost
+
+        async def call_next() -> ToolResult:
+            return await wrappers[index](dispatch, link(index + 1))
+
+        return call_next
+
+    try:
+        result: object = await link(0)()
+    except Exception as exc:
+        if run.execution.signal.aborted:
+            return _aborted(not run.body_started, str(exc) or None)
+        logger.exception("an around-execute wrapper raised for %s", run.execution.name)
+        return _with_deferred(run, _failure(f"{type(exc).__name__}: {exc}"))
+    if not isinstance(result, ToolSuccess | ToolFailure):
+        return _with_deferred(
+            run, _failure(f"an around-execute wrapper returned {type(result).__name__}, not a result")
+        )
+    if id(result) not in produced and isinstance(result, ToolSuccess):
+        # A wrapper-authored success (a cache, a retry) is held to the same contract.
+        result = _normalize(run, result.value)
+    return result
+
+
+async def _invoke_body(run: _Run, wrapper_signal: AbortSignal) -> ToolResult:
+    execution = run.execution
+    signal, detach = AbortSignal.any(execution.signal, wrapper_signal)
+    try:
+        if signal.aborted:
+            return _aborted(True)
+        ctx = ToolRunContext(execution, signal, run.registry)
+        run.ctx = ctx
+        arguments = snapshot_json(execution.arguments)
+        outcome: ToolResult | None = None
+        value: Any = None
+        returned = False
+        with anyio.CancelScope() as scope:
+            stop = signal.add_listener(scope.cancel)
+            try:
+                run.body_started = True
+                pending = run.compiled.definition.execute(arguments, ctx)
+                value = await pending if inspect.isawaitable(pending) else pending
+                returned = True
+            except ToolError as exc:
+                outcome = ToolFailure.of(exc.message, ErrorInfo(name=type(exc).__name__, code=exc.code))
+            except Exception as exc:
+                if signal.aborted:
+                    outcome = _aborted(False, f"{type(exc).__name__}: {exc}")
+                else:
+                    logger.debug("tool %s raised", execution.name, exc_info=True)
+                    outcome = ToolFailure.of(_describe_exception(exc))
+            finally:
+                stop()
+        if outcome is None:
+            outcome = _normalize(run, value) if returned else _aborted(False)
+        return _with_deferred(run, outcome)
+    finally:
+        detach()
+
+
+def _describe_exception(exc: Exception) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _with_deferred(run: _Run, result: ToolResult) -> ToolResult:
+    if run.ctx is None or not run.ctx.deferred_contexts:
+        return result
+    return _replace(result, additional_contexts=run.ctx.deferred_contexts + result.additional_contexts)
+
+
+def _replace(result: ToolResult, **changes: Any) -> ToolResult:
+    fields: dict[str, Any] = {
+        "content": result.content,
+        "meta": result.meta,
+        "additional_contexts": result.additional_contexts,
+    }
+    if isinstance(result, ToolSuccess):
+        fields["value"] = result.value
+    else:
+        fields["error"] = result.error
+    fields.update(changes)
+    if "value" in fields:
+        return ToolSuccess(**fields)
+    return ToolFailure(**fields)
+
+
+def _normalize(run: _Run, value: Any) -> ToolResult:
+    """Snapshot, validate and render a body's (or policy's) canonical value."""
+    name = run.execution.name
+    try:
+        canonical = snapshot_json(value)
+    except NotJsonError as exc:
+        return _failure(f"{name} returned a value that is not lossless JSON: {exc}", "ToolOutputError", INVALID_TOOL_OUTPUT)
+    violation = describe_violation(run.compiled.output, canonical)
+    if violation is not None:
+        return _failure(f"{name} returned a value that breaks its output schema: {violation}", "ToolOutputError", INVALID_TOOL_OUTPUT)
+    output = run.compiled.definition.output
+    try:
+        if output.render is None:
+            content = [text_block(canonical if isinstance(canonical, str) else dumps_pretty(canonical))]
+        else:
+            content = _content(output.render(run.execution.arguments, canonical))
+        meta = None if output.meta is None else snapshot_json(output.meta(run.execution.arguments, canonical))
+    except Exception as exc:
+        return _failure(f"rendering the result of {name} failed: {_describe_exception(exc)}", "ToolOutputError", INVALID_TOOL_OUTPUT)
+    return ToolSuccess(value=canonical, content=content, meta=meta)
+
+
+def _content(blocks: object) -> list[ContentBlock]:
+    if isinstance(blocks, str):
+        return [text_block(blocks)]
+    if not isinstance(blocks, Sequence):
+        raise TypeError(f"content must be a list of blocks, got {type(blocks).__name__}")
+    out = snapshot_json(list(blocks))
+    for block in out:
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            raise TypeError("every content block must be an object with a string 'type'")
+    return out  # type: ignore[no-any-return]
+
+
+# --------------------------------------------------------------------------- post-execute
+
+
+async def _post_execute(run: _Run, result: ToolResult) -> ToolResult:
+    listeners = run.policy.post
+    if not listeners:
+        return result
+    execution = run.execution
+
+    def link(index: int) -> Callable[[], Awaitable[PostDecision]]:
+        async def call_next() -> PostDecision:
+            if index == len(listeners):
+                return Accept()
+            return await listeners[index](execution, result, link(index + 1))
+
+        return call_next
+
+    try:
+        decision: object = await link(0)()
+    except Exception as exc:
+        logger.exception("a post-execute listener raised for %s", execution.name)
+        return _failure(f"post-execute policy failed: {exc}", "PolicyError", _POLICY_ERROR)
+    if isinstance(decision, Block):
+        return _blocked(decision)
+    if not isinstance(decision, Accept):
+        return _failure(
+            f"post-execute policy returned {decision!r}, not a decision; the result is withheld",
+            "PolicyError",
+            _POLICY_ERROR,
+        )
+    contexts = result.additional_contexts + tuple(decision.additional_contexts)
+    if decision.replace_value and decision.content is not None:
+        return _failure("post-execute policy replaced both content and value", "PolicyError", _POLICY_ERROR)
+    if decision.replace_value:
+        replaced = _normalize(run, decision.value)
+        return _replace(replaced, additional_contexts=contexts)
+    if decision.content is not None:
+        try:
+            content = _content(decision.content)
+        except (TypeError, NotJsonError) as exc:
+            return _failure(f"post-execute policy returned bad content: {exc}", "PolicyError", _POLICY_ERROR)
+        return _replace(result, content=content, additional_contexts=contexts)
+    if contexts != result.additional_contexts:
+        return _replace(result, additional_contexts=contexts)
+    return result
+
+
+def _blocked(decision: Block) -> ToolResult:
+    feedback = decision.feedback
+    if isinstance(feedback, str):
+        failure = ToolFailure.of(feedback, decision.info)
+    else:
+        try:
+            content = _content(feedback)
+        except (TypeError, NotJsonError) as exc:
+            return _failure(f"post-execute policy returned bad feedback: {exc}", "PolicyError", _POLICY_ERROR)
+        message = "\n".join(b["text"] for b in content if b.get("type") == "text" and isinstance(b.get("text"), str))
+        failure = ToolFailure(error=FailureDetail(message=message, info=decision.info), content=content)
+    return _replace(failure, additional_contexts=tuple(decision.additional_contexts))
+
+
+# --------------------------------------------------------------------------- finalize, observe
+
+
+def _finalize(execution: ToolExecution, result: ToolResult) -> ToolResult:
+    definition = execution.definition
+    finalize = None if definition is None else definition.finalize_content
+    if finalize is not None:
+        try:
+            replacement = finalize(execution, result)
+            if replacement is not None:
+                result = _replace(result, content=_content(replacement))
+        except Exception:
+            logger.exception("finalize_content of %s raised; its content is kept", execution.name)
+    if result.additional_contexts:
+        try:
+            snapshot_json(list(result.additional_contexts))
+        except NotJsonError as exc:
+            result = _failure(f"additional context of {execution.name} is not lossless JSON: {exc}")
+    return result
+
+
+async def _observe(policy: PolicySet, execution: ToolExecution, result: ToolResult) -> None:
+    for observer in policy.observers:
+        try:
+            pending = observer(execution, result)
+            if inspect.isawaitable(pending):
+                await pending
+        except Exception:
+            logger.exception("a result observer raised for %s", execution.name)

@@ -1,0 +1,135 @@
+"""Checking definitions at registration and values at call time (jsonschema)."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+from jsonschema import exceptions as js_exceptions
+from jsonschema.protocols import Validator
+
+from ._exceptions import RegistrationError
+from ._fastcheck import Check, compile_fast_check
+from ._json import NotJsonError, snapshot_json
+from ._types import ToolDefinition
+
+__all__ = ["CompiledTool", "compile_definition", "describe_violation", "validate_name"]
+
+RESERVED_NAMES = frozenset({"run_code"})
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_MAX_NAME = 128
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledSchema:
+    """A JSON Schema compiled once: the ``jsonschema`` validator and a fast pre-check."""
+
+    validator: Validator
+    fast: Check | None
+
+    def is_valid(self, instance: Any) -> bool:
+        if self.fast is not None and self.fast(instance):
+            return True
+        return bool(self.validator.is_valid(instance))
+
+    @property
+    def schema(self) -> Any:
+        return self.validator.schema
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledTool:
+    """A registered definition with its validators compiled once."""
+
+    definition: ToolDefinition
+    parameters: CompiledSchema
+    output: CompiledSchema
+
+
+def validate_name(name: object) -> str:
+    """Return ``name`` if it can name a tool, else raise :class:`RegistrationError`."""
+    if not isinstance(name, str) or not name or not name.strip():
+        raise RegistrationError(name, "the name must be a non-empty string")
+    if name != name.strip() or _CONTROL.search(name):
+        raise RegistrationError(name, "the name must not have surrounding space or control characters")
+    if len(name) > _MAX_NAME:
+        raise RegistrationError(name, f"the name is longer than {_MAX_NAME} characters")
+    return name
+
+
+def _compile_schema(name: str, what: str, schema: object) -> CompiledSchema:
+    if not isinstance(schema, Mapping):
+        raise RegistrationError(name, f"the {what} schema must be a JSON object")
+    try:
+        plain = snapshot_json(dict(schema))
+    except NotJsonError as exc:
+        raise RegistrationError(name, f"the {what} schema is not lossless JSON: {exc}") from exc
+    cls = jsonschema.validators.validator_for(plain, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(plain)
+    except js_exceptions.SchemaError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
+        raise RegistrationError(
+            name, f"the {what} schema is invalid at {where}: {exc.message}"
+        ) from exc
+    validator: Validator = cls(plain)
+    return CompiledSchema(validator=validator, fast=compile_fast_check(plain))
+
+
+def compile_definition(definition: object, *, transport: bool = False) -> CompiledTool:
+    """Validate a definition and compile its schemas; raise on anything wrong.
+
+    ``transport=True`` admits a reserved name (the ``run_code`` transport that
+    ``ptc`` runs through the pipeline without registering it).
+    """
+    if not isinstance(definition, ToolDefinition):
+        raise RegistrationError(
+            getattr(definition, "name", definition), "expected a ToolDefinition"
+        )
+    name = validate_name(definition.name)
+    if name in RESERVED_NAMES and not transport:
+        raise RegistrationError(name, "the name is reserved for the code-mode transport")
+    if not isinstance(definition.description, str):
+        raise RegistrationError(name, "the description must be a string")
+    parameters = _compile_schema(name, "parameters", definition.parameters)
+    root_type = parameters.schema.get("type", "object")
+    if root_type != "object":
+        raise RegistrationError(name, "the parameters schema must describe an object")
+    output = getattr(definition, "output", None)
+    if output is None or getattr(output, "schema", None) is None:
+        raise RegistrationError(name, "a canonical output declaration with a schema is required")
+    output_validator = _compile_schema(name, "output", output.schema)
+    if output.render is not None and not callable(output.render):
+        raise RegistrationError(name, "output.render must be callable")
+    if not callable(definition.execute):
+        raise RegistrationError(name, "execute must be an async callable")
+    timeout = definition.timeout
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not math.isfinite(timeout)
+        or timeout <= 0
+    ):
+        raise RegistrationError(name, f"timeout must be a positive finite number, got {timeout!r}")
+    safe = definition.concurrency_safe
+    if not isinstance(safe, bool) and not callable(safe):
+        raise RegistrationError(name, "concurrency_safe must be a bool or a callable")
+    if definition.finalize_content is not None and not callable(definition.finalize_content):
+        raise RegistrationError(name, "finalize_content must be callable")
+    return CompiledTool(definition=definition, parameters=parameters, output=output_validator)
+
+
+def describe_violation(compiled: CompiledSchema, instance: Any) -> str | None:
+    """``None`` when ``instance`` is valid, else one precise sentence about the worst error."""
+    if compiled.fast is not None and compiled.fast(instance):
+        return None
+    error = js_exceptions.best_match(compiled.validator.iter_errors(instance))
+    if error is None:
+        return None
+    where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+    location = "at $" + where if where else "at the root"
+    return f"{error.message} ({location})"
