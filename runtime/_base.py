@@ -1,0 +1,179 @@
+"""The abstract worker backend and the values that cross its interface.
+
+A :class:`Runtime` runs one untrusted program per :meth:`Runtime.run` call and
+returns one :class:`RunOutcome`. The program is the body of an ``async def``;
+its ``tools`` object offers one binding per name in ``tool_names``; each
+binding call is answered by the caller-supplied ``call_tool``.
+
+Security warning: the program is hostile. A backend must never let it reach
+host objects, files, network, environment or processes, and must enforce every
+:class:`Limits` field on the host side as well as in the worker.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeAlias
+
+__all__ = [
+    "CallTool",
+    "CancelSignal",
+    "FailureKind",
+    "Limits",
+    "RunOutcome",
+    "Runtime",
+    "ToolAnswer",
+]
+
+FailureKind: TypeAlias = Literal[
+    "syntax",
+    "exception",
+    "timeout",
+    "memory",
+    "output_limit",
+    "tool_call_limit",
+    "crashed",
+    "cancelled",
+    "protocol",
+    "sandbox",
+]
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    """Hard limits of one run; every field is bounded by default.
+
+    Attributes:
+        timeout: wall-clock seconds for the whole run, time in tool calls included.
+        cpu_seconds: CPU seconds the worker may burn.
+        memory_bytes: address-space cap of the worker process.
+        max_output_bytes: cap on the combined serialized logs, result and failure
+            message of the run (the outer payload).
+        max_tool_calls: tool calls one run may make.
+        max_message_bytes: largest single frame either side may send.
+    """
+
+    timeout: float = 60.0
+    cpu_seconds: float = 60.0
+    memory_bytes: int = 1024 * MiB
+    max_output_bytes: int = 64 * MiB
+    max_tool_calls: int = 10_000
+    max_message_bytes: int = 64 * MiB
+
+    def __post_init__(self) -> None:
+        for name in (
+            "timeout",
+            "cpu_seconds",
+            "memory_bytes",
+            "max_output_bytes",
+            "max_tool_calls",
+            "max_message_bytes",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise ValueError(f"Limits.{name} must be a positive number, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolAnswer:
+    """The host's answer to one tool call from the program.
+
+    A success carries the tool's JSON value; a failure carries the message that
+    the program receives as ``ToolCallError(tool_name, message)``.
+    """
+
+    ok: bool
+    value: Any = None
+    message: str = ""
+
+    @classmethod
+    def success(cls, value: Any) -> ToolAnswer:
+        return cls(ok=True, value=value)
+
+    @classmethod
+    def failure(cls, message: str) -> ToolAnswer:
+        return cls(ok=False, message=message)
+
+
+#: ``async (tool_name, args) -> ToolAnswer``; may be awaited many times concurrently.
+CallTool: TypeAlias = Callable[[str, Any], Awaitable[ToolAnswer]]
+
+
+class CancelSignal(Protocol):
+    """What :meth:`Runtime.run` needs of a cancellation signal (``registry.AbortSignal`` fits)."""
+
+    @property
+    def aborted(self) -> bool: ...
+
+    def add_listener(self, listener: Callable[[], None]) -> Callable[[], None]: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunOutcome:
+    """The single outcome of one run.
+
+    Attributes:
+        logs: captured output lines (``print`` and stderr), up to the failure.
+        result: the program's return value (lossless JSON) when ``has_result``.
+        has_result: ``False`` when the program returned nothing (or failed).
+        kind: ``None`` on success, else the failure kind.
+        message: for a failure, what a model can act on (for ``exception``: type,
+            message and a traceback in the program's own line numbers).
+        tool_calls: how many tool calls the program made.
+    """
+
+    logs: list[str] = field(default_factory=list)
+    result: Any = None
+    has_result: bool = False
+    kind: FailureKind | None = None
+    message: str = ""
+    tool_calls: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.kind is None
+
+    @classmethod
+    def failure(
+        cls, kind: FailureKind, message: str, *, logs: Sequence[str] = (), tool_calls: int = 0
+    ) -> RunOutcome:
+        return cls(kind=kind, message=message, logs=list(logs), tool_calls=tool_calls)
+
+
+class Runtime(abc.ABC):
+    """An isolated worker backend. Use as an async context manager or call :meth:`aclose`."""
+
+    #: Registry name of the backend (``"subprocess"``, ``"pyodide"``).
+    name: str = ""
+
+    @abc.abstractmethod
+    async def run(
+        self,
+        code: str,
+        *,
+        tool_names: Sequence[str],
+        call_tool: CallTool,
+        limits: Limits | None = None,
+        cancel: CancelSignal | None = None,
+    ) -> RunOutcome:
+        """Run ``code`` in a fresh worker and return its outcome.
+
+        A failure of the program is an outcome, never an exception. Cancelling
+        the calling task kills the worker and propagates; firing ``cancel`` kills
+        the worker and returns a ``cancelled`` outcome. Every tool call started
+        through ``call_tool`` has settled when this returns.
+        """
+
+    async def aclose(self) -> None:
+        """Release idle workers and other resources; safe to call twice."""
+        return None
+
+    async def __aenter__(self) -> Runtime:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
