@@ -1,3 +1,42 @@
-"""The ``run_code`` executor: bridge, rolling-pool scheduler, modes, events and the CLI."""
+"""The ``run_code`` executor: bridge, rolling-pool scheduler, modes, events and the CLI.
 
-__all__: list[str] = []
+Mount :class:`CodeExecutor` as an agent's tool executor: ``describe(scope)`` gives
+the model input (the ``run_code`` schema and the ``tools:sdk`` section),
+``execute(batch)`` runs the model's calls, ``run_code(code)`` runs one program.
+"""
+
+from ._events import DispatchLogHook as DispatchLogHook
+from ._events import EventSink as EventSink
+from ._events import PtcDispatchLog as PtcDispatchLog
+from ._events import ToolCallEvent as ToolCallEvent
+from ._events import ToolResultEvent as ToolResultEvent
+from ._exceptions import CODE_RUN_FAILED as CODE_RUN_FAILED
+from ._exceptions import CodeRunFailedError as CodeRunFailedError
+from ._exceptions import ExecutorConfigError as ExecutorConfigError
+from ._executor import CODE_ONLY_RULE as CODE_ONLY_RULE
+from ._executor import RUN_CODE as RUN_CODE
+from ._executor import BatchResult as BatchResult
+from ._executor import CallResult as CallResult
+from ._executor import CodeExecutor as CodeExecutor
+from ._executor import ModelCall as ModelCall
+from ._render import format_json as format_json
+from ._render import render_run_result as render_run_result
+
+__all__ = [
+    "CODE_ONLY_RULE",
+    "CODE_RUN_FAILED",
+    "RUN_CODE",
+    "BatchResult",
+    "CallResult",
+    "CodeExecutor",
+    "CodeRunFailedError",
+    "DispatchLogHook",
+    "EventSink",
+    "ExecutorConfigError",
+    "ModelCall",
+    "PtcDispatchLog",
+    "ToolCallEvent",
+    "ToolResultEvent",
+    "format_json",
+    "render_run_result",
+]

@@ -71,6 +71,105 @@ def tools_command(tools: ToolsOption, scope: ScopeOption = None) -> None:
         )
 
 
+@app.command("sdk")
+def sdk_command(
+    tools: Annotated[
+        str,
+        typer.Option(
+            "--tools",
+            help="A registry (path/to/file.py:attr or package.module:attr) or a .json file of tool schemas.",
+        ),
+    ],
+    scope: ScopeOption = None,
+    no_instructions: Annotated[
+        bool, typer.Option("--no-instructions", help="Leave out the usage instructions.")
+    ] = False,
+    stats: Annotated[
+        bool, typer.Option("--stats", help="Print the size (tools, characters, ~tokens) instead of the text.")
+    ] = False,
+) -> None:
+    """Print the typed Python SDK (the tools:sdk section) the model programs against."""
+    from sdkgen import normalize_tool_schemas, render_sdk, sdk_stats
+
+    from ._toolspec import load_schema_file
+
+    if tools.endswith(".json"):
+        if scope is not None:
+            fail("--scope applies to a registry, not to a .json file of schemas")
+        try:
+            schemas = normalize_tool_schemas(load_schema_file(tools))
+        except ToolSpecError as exc:
+            fail(str(exc))
+        except ValueError as exc:
+            fail(f"{tools}: {exc}")
+    else:
+        try:
+            registry = load_registry(tools)
+        except ToolSpecError as exc:
+            fail(str(exc))
+        schemas = registry.schemas(scope, with_output=True)
+    text = render_sdk(schemas, instructions=not no_instructions)
+    if stats:
+        size = sdk_stats(text)
+        typer.echo(f"tools: {size['tools']}  chars: {size['chars']}  approx tokens: {size['approx_tokens']}")
+        return
+    typer.echo(text, nl=not text.endswith("\n"))
+
+
+@app.command("run")
+def run_command(
+    program: Annotated[str, typer.Argument(help="The program file, or - for standard input.")],
+    tools: ToolsOption,
+    scope: ScopeOption = None,
+    runtime: Annotated[
+        str, typer.Option("--runtime", help="Worker kind: subprocess (default) or pyodide.")
+    ] = "subprocess",
+    mode: Annotated[str, typer.Option("--mode", help="Executor mode: code (default) or both.")] = "code",
+    max_parallel: Annotated[
+        int, typer.Option("--max-parallel", help="Concurrency-safe sub-calls that may overlap.")
+    ] = 10,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", help="Wall-clock seconds for the whole run.")
+    ] = None,
+    events: Annotated[
+        str | None, typer.Option("--events", help="Append every event to this JSONL file as it happens.")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the canonical result and the events as one JSON object.")
+    ] = False,
+) -> None:
+    """Run a program against a tool set, as the model's run_code call would."""
+    from ._run import RunOptions, run_program
+
+    try:
+        registry = load_registry(tools)
+    except ToolSpecError as exc:
+        fail(str(exc))
+    try:
+        code = sys.stdin.read() if program == "-" else _read_text(program)
+    except OSError as exc:
+        fail(f"cannot read {program}: {exc.strerror or exc}")
+    options = RunOptions(
+        scope=scope,
+        runtime=runtime,
+        mode=mode,
+        max_parallel=max_parallel,
+        timeout=timeout,
+        events_path=events,
+        as_json=as_json,
+    )
+    try:
+        exit_code = run_program(registry, code, options)
+    except ValueError as exc:
+        fail(str(exc))
+    raise typer.Exit(exit_code)
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
 def main() -> None:
     """Console-script entry point."""
     try:

@@ -7,6 +7,7 @@ wrappers, the body, output validation, rendering, post-execute policy,
 :class:`ToolFailure`, never raised.
 """
 
+from ._decorator import define_tool as define_tool
 from ._exceptions import (
     ABORTED as ABORTED,
 )
@@ -72,6 +73,7 @@ from ._types import ToolOutput as ToolOutput
 from ._types import ToolResult as ToolResult
 from ._types import ToolRunContext as ToolRunContext
 from ._types import ToolSuccess as ToolSuccess
+from ._types import text_block as text_block
 
 __all__ = [
     "ABORTED",
@@ -117,6 +119,8 @@ __all__ = [
     "ToolResult",
     "ToolRunContext",
     "ToolSuccess",
+    "define_tool",
     "snapshot_json",
+    "text_block",
     "timeout_wrapper",
 ]

@@ -20,6 +20,17 @@ Check = Callable[[Any], bool]
 _ANNOTATIONS = frozenset(
     {"title", "description", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly", "$schema", "$id"}
 )
+#: Dialects in which the handled keywords mean exactly what they mean in 2020-12.
+_SAME_DIALECTS = frozenset(
+    {
+        "https://json-schema.org/draft/2020-12/schema",
+        "https://json-schema.org/draft/2019-09/schema",
+        "http://json-schema.org/draft-07/schema#",
+        "http://json-schema.org/draft-07/schema",
+        "http://json-schema.org/draft-06/schema#",
+        "http://json-schema.org/draft-06/schema",
+    }
+)
 _HANDLED = _ANNOTATIONS | {"type", "properties", "required", "items", "enum", "const", "additionalProperties"}
 
 
@@ -48,6 +59,10 @@ def compile_fast_check(schema: object, depth: int = 0) -> Check | None:
         return lambda v: True
     if not isinstance(schema, Mapping) or depth > 32 or not set(schema) <= _HANDLED:
         return None
+    if "$schema" in schema and schema["$schema"] not in _SAME_DIALECTS:
+        # jsonschema switches dialect on ``$schema`` (also in a subschema); drafts
+        # 3 and 4 reject 1.0 as an integer and ignore ``const``.
+        return None
     checks: list[Check] = []
     kind = schema.get("type")
     if kind is not None:
@@ -59,17 +74,19 @@ def compile_fast_check(schema: object, depth: int = 0) -> Check | None:
             checks.append(type_checks[0])
         else:
             checks.append(lambda v: any(c(v) for c in type_checks))
-    if "enum" in schema or "const" in schema:
-        # Equality in JSON Schema ignores int/float distinctions but not bool/int ones;
-        # leave anything beyond strings and None to jsonschema.
-        allowed = schema["enum"] if "enum" in schema else [schema["const"]]
-        if not isinstance(allowed, list) or not all(type(a) is str or a is None for a in allowed):
+    # Equality in JSON Schema ignores int/float distinctions but not bool/int ones;
+    # leave anything beyond strings and None to jsonschema. ``enum`` and ``const``
+    # both apply when both are present.
+    for allowed in ([schema["enum"]] if "enum" in schema else []) + (
+        [[schema["const"]]] if "const" in schema else []
+    ):
+        literal_check = _literal_check(allowed)
+        if literal_check is None:
             return None
-        literals = frozenset(a for a in allowed if a is not None)
-        allow_none = None in allowed
-        checks.append(lambda v: (v is None and allow_none) or (type(v) is str and v in literals))
-    object_check = _object_check(schema, depth)
-    if object_check is False:
+        checks.append(literal_check)
+    try:
+        object_check = _object_check(schema, depth)
+    except _Unsupported:
         return None
     if object_check is not None:
         checks.append(object_check)
@@ -85,22 +102,34 @@ def compile_fast_check(schema: object, depth: int = 0) -> Check | None:
     return lambda v: all(c(v) for c in checks)
 
 
-def _object_check(schema: Mapping[str, Any], depth: int) -> Check | None | bool:
+class _Unsupported(Exception):
+    """The schema leaves the handled subset."""
+
+
+def _literal_check(allowed: object) -> Check | None:
+    if not isinstance(allowed, list) or not all(type(a) is str or a is None for a in allowed):
+        return None
+    literals = frozenset(a for a in allowed if a is not None)
+    allow_none = None in allowed
+    return lambda v: (v is None and allow_none) or (type(v) is str and v in literals)
+
+
+def _object_check(schema: Mapping[str, Any], depth: int) -> Check | None:
     properties = schema.get("properties", {})
     required = schema.get("required", [])
     extra = schema.get("additionalProperties", True)
     if not properties and not required and extra is True:
         return None
     if not isinstance(properties, Mapping) or not isinstance(required, list):
-        return False
+        raise _Unsupported
     if not all(isinstance(r, str) for r in required):
-        return False
+        raise _Unsupported
     compiled: dict[str, Check] = {}
     for key, sub in properties.items():
-        check = compile_fast_check(sub, depth + 1)
-        if check is None:
-            return False
-        compiled[key] = check
+        sub_check = compile_fast_check(sub, depth + 1)
+        if sub_check is None:
+            raise _Unsupported
+        compiled[key] = sub_check
     extra_check: Check | None
     if extra is True:
         extra_check = None
@@ -109,7 +138,7 @@ def _object_check(schema: Mapping[str, Any], depth: int) -> Check | None | bool:
     else:
         extra_check = compile_fast_check(extra, depth + 1)
         if extra_check is None:
-            return False
+            raise _Unsupported
     required_keys = tuple(required)
 
     def check(value: Any) -> bool:

@@ -57,18 +57,33 @@ def snapshot_json(value: object) -> Any:
         # converts (NaN -> null, enum/UUID -> their value, tuple -> array) no
         # longer compare equal, so the exact walk below decides and explains.
         copied = orjson.loads(orjson.dumps(value, option=_STRICT))
-        if copied == value and _same_shape(copied, value):
+        # Exact types first: orjson turns IntEnum/StrEnum/float-mixin enum members
+        # into their plain values, which then compare equal, and ``==`` would call
+        # a member's own ``__eq__``.
+        if _exact_types(value) and copied == value:
             return copied
     except (TypeError, orjson.JSONEncodeError):
         pass
     return _copy(value, "$", 0, set())
 
 
-def _same_shape(copied: object, value: object) -> bool:
-    # ``==`` treats True == 1 and 1 == 1.0; orjson keeps those types, so only the
-    # root needs a type check (containers compare element-wise with the same rule,
-    # and orjson rejects the subclasses that could disagree).
-    return type(copied) is type(value)
+def _exact_types(value: object) -> bool:
+    # ``==`` treats True == 1 and 1 == 1.0; orjson keeps those types, and it
+    # rejects non-``str`` keys and str/int/dict/list subclasses, so only values
+    # need checking. orjson refused anything deeper than its recursion limit.
+    # Plain loops: measurably faster than ``all()`` over a generator here.
+    kind = type(value)
+    if kind is dict:
+        for item in value.values():  # type: ignore[attr-defined]  # noqa: SIM110
+            if not _exact_types(item):
+                return False
+        return True
+    if kind is list:
+        for item in value:  # type: ignore[attr-defined]  # noqa: SIM110
+            if not _exact_types(item):
+                return False
+        return True
+    return kind is str or kind is int or kind is float or kind is bool or value is None
 
 
 def _copy(value: object, path: str, depth: int, ancestors: set[int]) -> Any:
@@ -92,9 +107,9 @@ def _copy(value: object, path: str, depth: int, ancestors: set[int]) -> Any:
         ancestors.add(marker)
         try:
             if kind is list:
+                items: list[Any] = value  # type: ignore[assignment]
                 return [
-                    _copy(item, f"{path}[{i}]", depth + 1, ancestors)
-                    for i, item in enumerate(value)  # type: ignore[arg-type]
+                    _copy(item, f"{path}[{i}]", depth + 1, ancestors) for i, item in enumerate(items)
                 ]
             out: dict[str, Any] = {}
             for key, item in value.items():  # type: ignore[attr-defined]

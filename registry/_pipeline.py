@@ -145,7 +145,10 @@ async def _policed(run: _Run) -> ToolResult:
     result = await _dispatch(run)
     result = await _post_execute(run, result)
     if signal.aborted and not result.is_error:
-        result = _aborted(not run.body_started)
+        # Cancellation wins over a success, but the contexts stay deliverable.
+        result = _replace(
+            _aborted(not run.body_started), additional_contexts=result.additional_contexts
+        )
     return result
 
 
@@ -259,7 +262,7 @@ async def _dispatch(run: _Run) -> ToolResult:
         result: object = await link(0)()
     except Exception as exc:
         if run.execution.signal.aborted:
-            return _aborted(not run.body_started, str(exc) or None)
+            return _with_deferred(run, _aborted(not run.body_started, str(exc) or None))
         logger.exception("an around-execute wrapper raised for %s", run.execution.name)
         return _with_deferred(run, _failure(f"{type(exc).__name__}: {exc}"))
     if not isinstance(result, ToolSuccess | ToolFailure):

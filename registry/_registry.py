@@ -415,7 +415,7 @@ class ToolRegistry:
         if safe is True:
             return "parallel"
         try:
-            verdict = safe(args)  # type: ignore[operator]
+            verdict = safe(args)
         except Exception:
             return "exclusive"
         return "parallel" if verdict is True else "exclusive"

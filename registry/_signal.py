@@ -93,9 +93,10 @@ class AbortSignal:
             if signal.aborted:
                 fused.abort(signal.reason)
                 return fused, _noop
-        disposers = [
-            signal.add_listener(lambda s=signal: fused.abort(s.reason)) for signal in present
-        ]
+        def forward(source: AbortSignal) -> Callable[[], None]:
+            return lambda: fused.abort(source.reason)
+
+        disposers = [signal.add_listener(forward(signal)) for signal in present]
 
         def dispose() -> None:
             for d in disposers:

@@ -49,7 +49,9 @@ async def timeout_wrapper(
             async def expire() -> None:
                 nonlocal timed_out
                 await anyio.sleep(seconds)
-                timed_out = True
+                # The deadline owns the outcome only if it fired first: a caller
+                # abort that arrives later (during cleanup) cannot take it back.
+                timed_out = not (previous.aborted or dispatch.execution.signal.aborted)
                 deadline_signal.abort(TimeoutReason(seconds))
 
             tg.start_soon(expire)
@@ -60,7 +62,7 @@ async def timeout_wrapper(
     finally:
         dispatch.signal = previous
         detach()
-    if timed_out and not dispatch.execution.signal.aborted:
+    if timed_out:
         info = result.error.info if result.is_error else None
         if not result.is_error or (info is not None and info.code in (ABORTED, ABORTED_BEFORE_DISPATCH)):
             return ToolFailure.of(

@@ -9,8 +9,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
+import referencing.exceptions
+import referencing.jsonschema
 from jsonschema import exceptions as js_exceptions
 from jsonschema.protocols import Validator
+from jsonschema_specifications import REGISTRY as SPECIFICATIONS  # type: ignore[import-untyped]
 
 from ._exceptions import RegistrationError
 from ._fastcheck import Check, compile_fast_check
@@ -76,8 +79,35 @@ def _compile_schema(name: str, what: str, schema: object) -> CompiledSchema:
         raise RegistrationError(
             name, f"the {what} schema is invalid at {where}: {exc.message}"
         ) from exc
+    unresolved = _unresolvable_ref(plain)
+    if unresolved is not None:
+        # jsonschema resolves ``$ref`` lazily and would raise at call time instead.
+        raise RegistrationError(name, f"the {what} schema has an unresolvable $ref {unresolved!r}")
     validator: Validator = cls(plain)
     return CompiledSchema(validator=validator, fast=compile_fast_check(plain))
+
+
+def _unresolvable_ref(schema: Any) -> str | None:
+    """The first ``$ref`` that jsonschema could not resolve (no remote retrieval), if any."""
+    dialect = schema.get("$schema", "") if isinstance(schema, dict) else ""
+    specification = referencing.jsonschema.specification_with(
+        dialect, default=referencing.jsonschema.DRAFT202012
+    )
+    root = specification.create_resource(schema)
+    base = root.id() or ""
+    resolver = SPECIFICATIONS.with_resource(base, root).resolver(base_uri=base)
+    pending = [(resolver, root)]
+    while pending:
+        parent, resource = pending.pop()
+        here = parent.in_subresource(resource)
+        ref = resource.contents.get("$ref") if isinstance(resource.contents, dict) else None
+        if isinstance(ref, str):
+            try:
+                here.lookup(ref)
+            except referencing.exceptions.Unresolvable:
+                return ref
+        pending.extend((here, sub) for sub in resource.subresources())
+    return None
 
 
 def compile_definition(definition: object, *, transport: bool = False) -> CompiledTool:

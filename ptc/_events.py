@@ -1,0 +1,150 @@
+"""Event dicts the executor emits, and the hooks that see them.
+
+Every event is a JSON-serializable ``dict`` with ``type``, ``id`` and ``time``
+(epoch seconds). Types:
+
+- ``tool/call``: an outer model call starts (``name``, ``arguments``).
+- ``tool/result``: it settled (``name``, ``is_error``, ``content``, ``error``?).
+- ``tool/ptc-dispatch-start``: a program's sub-call entered the pipeline
+  (``parent_id``, ``name``, ``arguments``; never a schema or description).
+- ``tool/ptc-dispatch``: that sub-call settled, exactly once (``parent_id``,
+  ``name``, ``is_error``, ``content``, ``error``?, ``started``, ``duration``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias, TypedDict
+
+from registry import ContentBlock, ToolExecution, ToolResult
+
+__all__ = [
+    "DispatchLogHook",
+    "EventSink",
+    "PtcDispatchLog",
+    "ToolCallEvent",
+    "ToolResultEvent",
+    "call_event",
+    "dispatch_event",
+    "dispatch_start_event",
+    "emit",
+    "result_event",
+]
+
+logger = logging.getLogger("ptc")
+
+EventType: TypeAlias = Literal[
+    "tool/call", "tool/result", "tool/ptc-dispatch-start", "tool/ptc-dispatch"
+]
+
+
+class ToolCallEvent(TypedDict):
+    type: Literal["tool/call", "tool/ptc-dispatch-start"]
+    id: str
+    name: str
+    arguments: Any
+    time: float
+
+
+class ToolResultEvent(TypedDict, total=False):
+    type: Literal["tool/result", "tool/ptc-dispatch"]
+    id: str
+    parent_id: str
+    name: str
+    is_error: bool
+    content: list[ContentBlock]
+    error: dict[str, Any]
+    time: float
+    started: float
+    duration: float
+
+
+EventSink: TypeAlias = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PtcDispatchLog:
+    """One settled sub-call about to be logged, as a dispatch-log hook sees it.
+
+    ``content`` is the rendered result (what a native call would show); the
+    program already received the value, so a hook only changes the logged copy.
+    """
+
+    execution: ToolExecution
+    sub_call_id: str
+    name: str
+    is_error: bool
+    content: list[ContentBlock]
+
+
+#: ``(log) -> replacement content | None`` (sync or async); raising is contained.
+DispatchLogHook: TypeAlias = Callable[
+    [PtcDispatchLog], "Sequence[ContentBlock] | None | Awaitable[Sequence[ContentBlock] | None]"
+]
+
+
+def emit(sink: EventSink | None, event: dict[str, Any]) -> None:
+    """Deliver one event; a sink that raises is logged and ignored."""
+    if sink is None:
+        return
+    try:
+        sink(event)
+    except Exception:
+        logger.exception("the event sink raised on %s", event.get("type"))
+
+
+def call_event(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
+    return {"type": "tool/call", "id": call_id, "name": name, "arguments": arguments, "time": time.time()}
+
+
+def result_event(call_id: str, name: str, result: ToolResult) -> dict[str, Any]:
+    event: dict[str, Any] = {
+        "type": "tool/result",
+        "id": call_id,
+        "name": name,
+        "is_error": result.is_error,
+        "content": result.content,
+        "time": time.time(),
+    }
+    if result.error is not None:
+        event["error"] = result.error.to_json()
+    return event
+
+
+def dispatch_start_event(sub_id: str, parent_id: str, name: str, arguments: Any) -> dict[str, Any]:
+    return {
+        "type": "tool/ptc-dispatch-start",
+        "id": sub_id,
+        "parent_id": parent_id,
+        "name": name,
+        "arguments": arguments,
+        "time": time.time(),
+    }
+
+
+def dispatch_event(
+    sub_id: str,
+    parent_id: str,
+    name: str,
+    result: ToolResult,
+    content: list[ContentBlock],
+    started: float,
+) -> dict[str, Any]:
+    now = time.time()
+    event: dict[str, Any] = {
+        "type": "tool/ptc-dispatch",
+        "id": sub_id,
+        "parent_id": parent_id,
+        "name": name,
+        "is_error": result.is_error,
+        "content": content,
+        "time": now,
+        "started": started,
+        "duration": max(now - started, 0.0),
+    }
+    if result.error is not None:
+        event["error"] = result.error.to_json()
+    return event

@@ -1,0 +1,92 @@
+"""``ptc run``: one program, one executor, printed the way the model would see it."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import IO, Any
+
+import anyio
+import orjson
+
+from registry import ToolRegistry
+from runtime import Limits, get_runtime
+
+from ._executor import CodeExecutor
+
+__all__ = ["RunOptions", "run_program"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunOptions:
+    scope: str | None = None
+    runtime: str = "subprocess"
+    mode: str = "code"
+    max_parallel: int = 10
+    timeout: float | None = None
+    events_path: str | None = None
+    as_json: bool = False
+
+
+def run_program(registry: ToolRegistry, code: str, options: RunOptions) -> int:
+    """Run ``code`` and print the outcome; returns the exit code (0 ok, 1 failed run).
+
+    Raises:
+        ValueError: an unusable option (the CLI prints it and exits 2).
+    """
+    if options.mode not in ("code", "both"):
+        raise ValueError(f"--mode must be code or both for ptc run, got {options.mode!r}")
+    if options.max_parallel < 1:
+        raise ValueError("--max-parallel must be at least 1")
+    if options.timeout is not None and not options.timeout > 0:
+        raise ValueError("--timeout must be positive")
+    try:
+        runtime = get_runtime(options.runtime)
+    except (LookupError, RuntimeError) as exc:
+        raise ValueError(str(exc)) from exc
+    limits = Limits() if options.timeout is None else Limits(timeout=options.timeout)
+    collected: list[dict[str, Any]] = []
+    sink_file: IO[bytes] | None = None
+    if options.events_path is not None:
+        try:
+            sink_file = open(options.events_path, "ab")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise ValueError(f"cannot open {options.events_path}: {exc.strerror}") from exc
+
+    def on_event(event: dict[str, Any]) -> None:
+        collected.append(event)
+        if sink_file is not None:
+            sink_file.write(orjson.dumps(event) + b"\n")
+            sink_file.flush()
+
+    async def go() -> Any:
+        async with CodeExecutor(
+            registry,
+            runtime=runtime,
+            mode=options.mode,  # type: ignore[arg-type]
+            max_parallel_sub_calls=options.max_parallel,
+            limits=limits,
+            on_event=on_event,
+        ) as executor:
+            try:
+                return await executor.run_code(code, description="ptc run", scope=options.scope)
+            finally:
+                await runtime.aclose()
+
+    try:
+        result = anyio.run(go)
+    finally:
+        if sink_file is not None:
+            sink_file.close()
+    if options.as_json:
+        payload: dict[str, Any] = {"is_error": result.is_error, "content": result.content}
+        if result.is_error:
+            payload["error"] = result.error.to_json()
+        else:
+            payload["value"] = result.value
+        payload["events"] = collected
+        sys.stdout.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        text = "\n".join(b.get("text", "") for b in result.content if b.get("type") == "text")
+        sys.stdout.write(text + "\n")
+    return 1 if result.is_error else 0

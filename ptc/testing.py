@@ -1,0 +1,170 @@
+"""Test helpers for code that uses ``ptc``: an in-process fake runtime.
+
+Security warning: :class:`InProcessRuntime` runs the program *in the host
+process* with no isolation at all. It exists to test executors, bridges and
+policies quickly (like httpx's ``MockTransport``); never give it untrusted code.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import anyio
+import orjson
+
+from runtime import CallTool, CancelSignal, Limits, RunOutcome, Runtime, ToolAnswer
+
+__all__ = ["InProcessRuntime"]
+
+_FILENAME = "<program>"
+
+
+class _ToolCallError(Exception):
+    def __init__(self, tool_name: str, message: str) -> None:
+        super().__init__(f"{tool_name}: {message}")
+        self.tool_name = tool_name
+        self.message = message
+
+
+class _Tools:
+    def __init__(self, names: Sequence[str], call: Callable[[str, Any], Any]) -> None:
+        self._names = frozenset(names)
+        self._call = call
+
+    def __getitem__(self, name: str) -> Callable[[Any], Any]:
+        if name not in self._names:
+            raise KeyError(f"no tool {name!r}; available: {', '.join(sorted(self._names))}")
+
+        async def binding(args: Any = None) -> Any:
+            return await self._call(name, {} if args is None else args)
+
+        return binding
+
+    def __getattr__(self, name: str) -> Callable[[Any], Any]:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self[name]
+        except KeyError as exc:
+            raise AttributeError(str(exc)) from None
+
+
+class InProcessRuntime(Runtime):
+    """Runs a program in the host's event loop (no sandbox; tests only).
+
+    It keeps the runtime contract that executors rely on: program semantics
+    (body of an ``async def``), ``tools``/``ToolCallError``, captured ``print``,
+    JSON results, the wall-clock and tool-call limits, and cancellation. The
+    host loop must be asyncio.
+    """
+
+    name = "in-process"
+
+    def __init__(self, *, limits: Limits | None = None) -> None:
+        self.limits = limits or Limits()
+        self.runs = 0
+
+    async def run(
+        self,
+        code: str,
+        *,
+        tool_names: Sequence[str],
+        call_tool: CallTool,
+        limits: Limits | None = None,
+        cancel: CancelSignal | None = None,
+    ) -> RunOutcome:
+        self.runs += 1
+        limits = limits or self.limits
+        printed: list[str] = []
+        calls = 0
+
+        def logs() -> list[str]:
+            return "".join(printed).splitlines()
+
+        try:
+            module = ast.parse(code, filename=_FILENAME)
+        except SyntaxError as exc:
+            return RunOutcome.failure("syntax", f"SyntaxError: {exc.msg} (line {exc.lineno})")
+        wrapper = ast.parse("async def __ptc_main__():\n    pass\n")
+        func = wrapper.body[0]
+        assert isinstance(func, ast.AsyncFunctionDef)
+        # A bare ``return`` or falling off the end means "no result"; ``return None`` is null.
+        nothing = object()
+        for node in ast.walk(module):
+            if isinstance(node, ast.Return) and node.value is None:
+                node.value = ast.Name(id="__ptc_nothing__", ctx=ast.Load())
+        func.body = [*module.body, ast.Return(value=ast.Name(id="__ptc_nothing__", ctx=ast.Load()))]
+        ast.fix_missing_locations(wrapper)
+
+        class LimitHit(Exception):
+            pass
+
+        async def call(name: str, args: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            if calls > limits.max_tool_calls:
+                raise LimitHit(f"more than {limits.max_tool_calls} tool calls")
+            args = orjson.loads(orjson.dumps(args))
+            answer: ToolAnswer = await call_tool(name, args)
+            if not answer.ok:
+                raise _ToolCallError(name, answer.message)
+            return answer.value
+
+        def program_print(*values: Any, sep: str | None = " ", end: str | None = "\n", **_: Any) -> None:
+            text = (sep if sep is not None else " ").join(str(v) for v in values)
+            printed.append(text + (end if end is not None else "\n"))
+
+        namespace: dict[str, Any] = {
+            "__name__": "__program__",
+            "asyncio": asyncio,
+            "print": program_print,
+            "tools": _Tools(tool_names, call),
+            "ToolCallError": _ToolCallError,
+            "__ptc_nothing__": nothing,
+        }
+        try:
+            exec(compile(wrapper, _FILENAME, "exec"), namespace)
+        except SyntaxError as exc:
+            return RunOutcome.failure("syntax", f"SyntaxError: {exc.msg} (line {exc.lineno})")
+
+        cancelled = False
+        outcome: RunOutcome | None = None
+        with anyio.move_on_after(limits.timeout) as deadline:
+            with anyio.CancelScope() as scope:
+                detach = cancel.add_listener(scope.cancel) if cancel is not None else None
+                try:
+                    value = await namespace["__ptc_main__"]()
+                    try:
+                        result = None if value is nothing else orjson.loads(orjson.dumps(value))
+                    except TypeError as exc:
+                        outcome = RunOutcome.failure(
+                            "exception", f"TypeError: the result is not JSON: {exc}", logs=logs()
+                        )
+                    else:
+                        outcome = RunOutcome(
+                            logs=logs(), result=result, has_result=value is not nothing, tool_calls=calls
+                        )
+                except LimitHit as exc:
+                    outcome = RunOutcome.failure("tool_call_limit", str(exc), logs=logs(), tool_calls=calls)
+                except Exception as exc:
+                    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == _FILENAME]
+                    where = "".join(f"  line {f.lineno}\n" for f in frames)
+                    outcome = RunOutcome.failure(
+                        "exception",
+                        f"{type(exc).__name__}: {exc}\n{where}".rstrip(),
+                        logs=logs(),
+                        tool_calls=calls,
+                    )
+                finally:
+                    if detach is not None:
+                        detach()
+            cancelled = scope.cancelled_caught
+        if cancelled:
+            return RunOutcome.failure("cancelled", "the run was cancelled", logs=logs(), tool_calls=calls)
+        if deadline.cancelled_caught or outcome is None:
+            return RunOutcome.failure("timeout", f"the run took longer than {limits.timeout:g}s", logs=logs(), tool_calls=calls)
+        return outcome

@@ -1,0 +1,540 @@
+"""The in-worker half: run one untrusted program and report over the channel.
+
+Runs inside a freshly forked, already sandboxed worker (see ``_zygote``). It
+sends ``ready``, waits for one ``run`` frame, compiles the program as the body
+of an ``async def`` and runs it on asyncio. ``print`` and ``sys.stderr`` become
+``log`` frames; each ``tools`` binding sends a ``call`` frame and returns a
+future that the channel reader resolves when the host answers, so concurrent
+calls overlap. The last frame is ``done`` or ``error``; then the process exits.
+
+Nothing here is trusted by the host: this code shares the process with the
+program, so every limit it enforces is enforced on the host again.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import builtins
+import io
+import linecache
+import os
+import socket
+import sys
+import traceback
+from collections.abc import Callable, Iterator
+from types import CodeType, TracebackType
+from typing import Any, NoReturn
+
+import orjson
+
+from ._protocol import FrameDecoder, NotJsonError, check_json, encode_frame
+
+__all__ = [
+    "EXIT_HOST_GONE",
+    "EXIT_INTERNAL",
+    "EXIT_MEMORY",
+    "PROGRAM_FILENAME",
+    "ToolCallError",
+    "Tools",
+    "WorkerSettings",
+    "compile_program",
+    "format_program_exception",
+    "serve",
+]
+
+PROGRAM_FILENAME = "<program>"
+EXIT_MEMORY = 3
+EXIT_INTERNAL = 4
+EXIT_HOST_GONE = 5
+_NOTHING_NAME = "__ptc_nothing__"
+_RECV_BYTES = 1 << 18
+# Partial lines are flushed as a line of their own once they get this long.
+_MAX_PARTIAL_CHARS = 1 << 16
+
+_INTERNAL_DIRS = (
+    os.path.dirname(os.path.abspath(__file__)) + os.sep,
+    os.path.dirname(os.path.abspath(asyncio.__file__)) + os.sep,
+)
+
+
+class _Nothing:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<no result>"
+
+
+_NOTHING = _Nothing()
+
+
+class ToolCallError(Exception):
+    """A tool call failed; ``tool_name`` and ``message`` say which and why."""
+
+    def __init__(self, tool_name: str, message: str) -> None:
+        super().__init__(tool_name, message)
+        self.tool_name = tool_name
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.tool_name}: {self.message}"
+
+
+# Shown to the program (and in its tracebacks) as a builtin name.
+ToolCallError.__module__ = "builtins"
+
+
+class WorkerSettings:
+    """Zygote-wide settings every worker gets (fixed when the zygote starts)."""
+
+    __slots__ = ("allowed_modules", "restricted")
+
+    def __init__(self, *, allowed_modules: frozenset[str] | None, restricted: bool) -> None:
+        self.allowed_modules = allowed_modules
+        self.restricted = restricted
+
+
+# --------------------------------------------------------------------------- compile
+
+
+class _TopLevel(ast.NodeTransformer):
+    """Rewrite bare ``return`` to "no result" and reject ``yield`` at the top level."""
+
+    def visit_Return(self, node: ast.Return) -> ast.Return:
+        if node.value is None:
+            node.value = ast.copy_location(ast.Name(id=_NOTHING_NAME, ctx=ast.Load()), node)
+        return node
+
+    def _yield(self, node: ast.Yield | ast.YieldFrom) -> NoReturn:
+        error = SyntaxError("'yield' is not allowed at the top level of the program")
+        error.filename = PROGRAM_FILENAME
+        error.lineno = node.lineno
+        error.offset = node.col_offset + 1
+        raise error
+
+    visit_Yield = _yield
+    visit_YieldFrom = _yield
+
+    def _scope(self, node: ast.AST) -> ast.AST:
+        return node  # nested scopes keep their own return/yield semantics
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = _scope
+
+
+def compile_program(code: str) -> CodeType:
+    """Compile ``code`` as the body of an ``async def`` named ``<module>``.
+
+    Line numbers stay the program's own; a falling-off or bare ``return``
+    yields the "no result" sentinel.
+
+    Raises:
+        SyntaxError: the program does not compile.
+    """
+    tree = ast.parse(code, PROGRAM_FILENAME, "exec")
+    body = tree.body
+    hoisted: list[ast.stmt] = []
+    while body and isinstance(body[0], ast.ImportFrom) and body[0].module == "__future__":
+        hoisted.append(body.pop(0))
+    transformer = _TopLevel()
+    body = [transformer.visit(statement) for statement in body]
+    last_line = body[-1].end_lineno or 1 if body else 1
+    tail = ast.Return(value=ast.Name(id=_NOTHING_NAME, ctx=ast.Load()))
+    body.append(ast.fix_missing_locations(ast.copy_location(tail, ast.Pass(lineno=last_line))))
+    function = ast.AsyncFunctionDef(
+        name="<module>",
+        args=ast.arguments(
+            posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]
+        ),
+        body=body,
+        decorator_list=[],
+        returns=None,
+        type_comment=None,
+        lineno=1,
+        col_offset=0,
+    )
+    module = ast.Module(body=[*hoisted, function], type_ignores=[])
+    ast.fix_missing_locations(module)
+    return compile(module, PROGRAM_FILENAME, "exec", dont_inherit=True)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def _is_internal(tb: TracebackType) -> bool:
+    filename = tb.tb_frame.f_code.co_filename
+    return filename.startswith(_INTERNAL_DIRS)
+
+
+def _trim_traceback(tb: TracebackType | None) -> TracebackType | None:
+    kept: list[TracebackType] = []
+    while tb is not None:
+        if not _is_internal(tb):
+            kept.append(tb)
+        tb = tb.tb_next
+    for current, following in zip(kept, kept[1:], strict=False):
+        current.tb_next = following
+    if kept:
+        kept[-1].tb_next = None
+        return kept[0]
+    return None
+
+
+def format_program_exception(exc: BaseException) -> str:
+    """The traceback of ``exc`` in the program's own lines, runtime frames removed."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        current.__traceback__ = _trim_traceback(current.__traceback__)
+        pending.extend((current.__cause__, current.__context__))
+    return "".join(traceback.format_exception(exc)).rstrip("\n")
+
+
+def _syntax_message(exc: SyntaxError) -> str:
+    where = f"line {exc.lineno}" if exc.lineno else "unknown line"
+    if exc.offset:
+        where += f", column {exc.offset}"
+    detail = "".join(traceback.format_exception_only(exc)).rstrip("\n")
+    return f"SyntaxError at {where}: {exc.msg}\n{detail}"
+
+
+# --------------------------------------------------------------------------- tools
+
+
+class _Binding:
+    __slots__ = ("_name", "_run")
+
+    def __init__(self, run: _Run, name: str) -> None:
+        self._run = run
+        self._name = name
+
+    def __call__(self, args: Any = None, /, **kwargs: Any) -> asyncio.Future[Any]:
+        if args is None:
+            args = kwargs
+        elif kwargs:
+            raise TypeError(
+                f"tools[{self._name!r}]() takes one dict of arguments or keyword arguments, not both"
+            )
+        return self._run.call(self._name, args)
+
+    def __repr__(self) -> str:
+        return f"<tool {self._name!r}>"
+
+
+class Tools:
+    """The program's ``tools`` object: ``tools.name(...)`` or ``tools["any-name"](...)``."""
+
+    __slots__ = ("_bindings",)
+
+    def __init__(self, bindings: dict[str, _Binding]) -> None:
+        self._bindings = bindings
+
+    def _missing(self, name: object) -> str:
+        names = ", ".join(sorted(self._bindings)) or "(none)"
+        return f"no tool named {name!r}; available tools: {names}"
+
+    def __getattr__(self, name: str) -> _Binding:
+        try:
+            return self._bindings[name]
+        except KeyError:
+            raise AttributeError(self._missing(name)) from None
+
+    def __getitem__(self, name: str) -> _Binding:
+        try:
+            return self._bindings[name]
+        except (KeyError, TypeError):
+            raise KeyError(self._missing(name)) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._bindings
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._bindings))
+
+    def __len__(self) -> int:
+        return len(self._bindings)
+
+    def __dir__(self) -> list[str]:
+        return sorted(name for name in self._bindings if name.isidentifier())
+
+    def __repr__(self) -> str:
+        return f"<tools: {', '.join(sorted(self._bindings))}>"
+
+
+# --------------------------------------------------------------------------- channel
+
+
+class _LogWriter(io.TextIOBase):
+    """``sys.stdout``/``sys.stderr`` of the program: complete lines become log frames."""
+
+    def __init__(self, run: _Run) -> None:
+        super().__init__()
+        self._run = run
+        self._partial: list[str] = []
+        self._partial_chars = 0
+
+    @property
+    def encoding(self) -> str:
+        return "utf-8"
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if type(text) is not str:
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        size = len(text)
+        self._run.count_output(size)
+        if "\n" in text:
+            head, _, tail = text.rpartition("\n")
+            if self._partial:
+                head = "".join(self._partial) + head
+                self._partial.clear()
+                self._partial_chars = 0
+            self._run.log(head)
+            if tail:
+                self._partial.append(tail)
+                self._partial_chars = len(tail)
+        elif text:
+            self._partial.append(text)
+            self._partial_chars += size
+            if self._partial_chars > _MAX_PARTIAL_CHARS:
+                self.drain()
+        return size
+
+    def drain(self) -> None:
+        """Send a pending partial line as a line of its own."""
+        if self._partial:
+            text = "".join(self._partial)
+            self._partial.clear()
+            self._partial_chars = 0
+            self._run.log(text)
+
+
+class _Run:
+    """One program run: the channel, the pending tool calls and the limits."""
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        loop: asyncio.AbstractEventLoop,
+        frame: dict[str, Any],
+    ) -> None:
+        self.sock = sock
+        self.loop = loop
+        self.decoder = FrameDecoder(int(frame["max_message_bytes"]))
+        self.max_output = int(frame["max_output_bytes"])
+        self.max_message = int(frame["max_message_bytes"])
+        self.max_calls = int(frame["max_tool_calls"])
+        self.output = 0
+        self.calls = 0
+        self.pending: dict[int, tuple[asyncio.Future[Any], str]] = {}
+        self.writer = _LogWriter(self)
+
+    # -- sending -------------------------------------------------------------------
+
+    def send(self, frame: dict[str, Any]) -> None:
+        try:
+            self.sock.sendall(encode_frame(frame))
+        except OSError:
+            os._exit(EXIT_HOST_GONE)
+
+    def finish(self, frame: dict[str, Any]) -> NoReturn:
+        """Send the final frame and leave; nothing of the program outlives this."""
+        self.send(frame)
+        os._exit(0)
+
+    def fail(self, kind: str, message: str) -> NoReturn:
+        self.writer.drain()
+        self.finish({"type": "error", "kind": kind, "message": message})
+
+    def count_output(self, size: int) -> None:
+        self.output += size
+        if self.output > self.max_output:
+            self.fail("output_limit", f"the program's output exceeded {self.max_output} bytes")
+
+    def log(self, text: str) -> None:
+        try:
+            data = orjson.dumps({"type": "log", "text": text})
+        except orjson.JSONEncodeError:
+            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+            data = orjson.dumps({"type": "log", "text": text})
+        if len(data) > self.max_message:
+            # One huge line: split it so every frame stays under the limit.
+            step = max(1, self.max_message // 8)
+            for start in range(0, len(text), step):
+                self.log(text[start : start + step])
+            return
+        try:
+            self.sock.sendall(len(data).to_bytes(4, "big") + data)
+        except OSError:
+            os._exit(EXIT_HOST_GONE)
+
+    # -- tool calls ----------------------------------------------------------------
+
+    def call(self, name: str, args: Any) -> asyncio.Future[Any]:
+        try:
+            check_json(args)
+            self.calls += 1
+            call_id = self.calls
+            data = orjson.dumps({"type": "call", "id": call_id, "name": name, "args": args})
+        except (NotJsonError, orjson.JSONEncodeError) as exc:
+            raise TypeError(f"arguments of tool {name!r} are not JSON: {exc}") from None
+        if call_id > self.max_calls:
+            self.fail(
+                "tool_call_limit", f"the program made more than {self.max_calls} tool calls"
+            )
+        if len(data) > self.max_message:
+            raise ToolCallError(
+                name, f"arguments are {len(data)} bytes, over the limit of {self.max_message}"
+            )
+        future: asyncio.Future[Any] = self.loop.create_future()
+        self.pending[call_id] = (future, name)
+        try:
+            self.sock.sendall(len(data).to_bytes(4, "big") + data)
+        except OSError:
+            os._exit(EXIT_HOST_GONE)
+        return future
+
+    def on_readable(self) -> None:
+        try:
+            data = self.sock.recv(_RECV_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            os._exit(EXIT_HOST_GONE)
+        if not data:
+            os._exit(EXIT_HOST_GONE)
+        for payload in self.decoder.feed(data):
+            frame = orjson.loads(payload)
+            entry = self.pending.pop(frame["id"], None)
+            if entry is None or entry[0].done():
+                continue
+            future, name = entry
+            if frame["ok"]:
+                future.set_result(frame["value"])
+            else:
+                future.set_exception(ToolCallError(name, frame["message"]))
+
+    # -- the program ---------------------------------------------------------------
+
+    async def execute(self, main: Callable[[], Any]) -> Any:
+        return await main()
+
+    def report(self, value: Any) -> NoReturn:
+        self.writer.drain()
+        if value is _NOTHING:
+            self.finish({"type": "done"})
+        try:
+            check_json(value)
+            data = orjson.dumps({"type": "done", "result": value})
+        except (NotJsonError, orjson.JSONEncodeError) as exc:
+            self.fail(
+                "exception",
+                f"TypeError: the program's return value is not lossless JSON: {exc}",
+            )
+        if len(data) > self.max_message or self.output + len(data) > self.max_output:
+            self.fail(
+                "output_limit",
+                f"the program's result ({len(data)} bytes) exceeds the output limit",
+            )
+        try:
+            self.sock.sendall(len(data).to_bytes(4, "big") + data)
+        except OSError:
+            os._exit(EXIT_HOST_GONE)
+        os._exit(0)
+
+
+def _recv_frame(sock: socket.socket, decoder: FrameDecoder) -> dict[str, Any]:
+    while True:
+        data = sock.recv(_RECV_BYTES)
+        if not data:
+            os._exit(EXIT_HOST_GONE)
+        payloads = decoder.feed(data)
+        if payloads:
+            frame: dict[str, Any] = orjson.loads(payloads[0])
+            return frame
+
+
+def _program_globals(tools: Tools) -> dict[str, Any]:
+    return {
+        "__name__": "__main__",
+        "__builtins__": builtins,
+        "tools": tools,
+        "ToolCallError": ToolCallError,
+        _NOTHING_NAME: _NOTHING,
+    }
+
+
+def serve(
+    sock: socket.socket,
+    loop: asyncio.AbstractEventLoop,
+    layers: list[list[Any]],
+    settings: WorkerSettings,
+) -> NoReturn:
+    """Announce readiness, run the one program the host sends, report, exit."""
+    asyncio.set_event_loop(loop)
+    guard = _import_guard(settings)
+    sock.sendall(encode_frame({"type": "ready", "layers": layers}))
+    frame = _recv_frame(sock, FrameDecoder(1 << 30))
+    run = _Run(sock, loop, frame)
+    code: str = frame["code"]
+    tools = Tools({name: _Binding(run, name) for name in frame["tools"]})
+    sys.stdout = sys.stderr = run.writer
+    linecache.cache[PROGRAM_FILENAME] = (len(code), None, code.splitlines(True), PROGRAM_FILENAME)
+    try:
+        compiled = _compile(code, settings)
+    except SyntaxError as exc:
+        run.fail("syntax", _syntax_message(exc))
+    except MemoryError:
+        run.fail("memory", "MemoryError: the program is too large to compile")
+    except RecursionError:
+        run.fail("syntax", "SyntaxError: the program is nested too deeply to compile")
+    namespace = _program_globals(tools)
+    exec(compiled, namespace)
+    main = namespace.pop("<module>")
+    if guard is not None:
+        guard()
+    loop.add_reader(sock.fileno(), run.on_readable)
+    try:
+        value = loop.run_until_complete(run.execute(main))
+    except MemoryError:
+        run.fail("memory", _memory_message())
+    except BaseException as exc:  # the program's failure, whatever it raised
+        try:
+            message = format_program_exception(exc)
+        except MemoryError:
+            run.fail("memory", _memory_message())
+        run.fail("exception", message)
+    run.report(value)
+
+
+def _memory_message() -> str:
+    return "MemoryError: the program ran out of memory (it hit the worker's memory limit)"
+
+
+def _compile(code: str, settings: WorkerSettings) -> CodeType:
+    if settings.restricted:
+        from ._restricted import compile_restricted_program
+
+        return compile_restricted_program(code, PROGRAM_FILENAME)
+    return compile_program(code)
+
+
+def _import_guard(settings: WorkerSettings) -> Callable[[], None] | None:
+    """Return the installer of the import allow-list, or ``None`` when it is off."""
+    if settings.allowed_modules is None:
+        return None
+    try:
+        from ._imports import install_import_guard
+    except ImportError:
+        return None
+    allowed = settings.allowed_modules
+
+    def install() -> None:
+        install_import_guard(allowed)
+
+    return install

@@ -1,0 +1,271 @@
+"""The wire between host and worker: length-prefixed orjson frames.
+
+A frame is a 4-byte big-endian payload length followed by one orjson object.
+This module is imported by the host *and* by the worker (inside the zygote), so
+it depends on nothing but the standard library and orjson.
+
+Worker -> host::
+
+    {"type": "ready", "layers": [[name, active, detail], ...]}
+    {"type": "call", "id": n, "name": tool_name, "args": json}     # ids 1, 2, 3, ...
+    {"type": "log", "text": "one or more lines joined by \\n"}
+    {"type": "done"} | {"type": "done", "result": json}
+    {"type": "error", "kind": worker_kind, "message": text}
+
+Host -> worker::
+
+    {"type": "run", "code": str, "tools": [str, ...], "max_output_bytes": n,
+     "max_tool_calls": n, "max_message_bytes": n}
+    {"type": "answer", "id": n, "ok": true, "value": json}
+    {"type": "answer", "id": n, "ok": false, "message": str}
+
+Security warning: on the host every worker frame is hostile input. Use
+:class:`FrameDecoder` (bounded before allocating) and :func:`parse_worker_frame`
+(exact keys and types) and treat :class:`ProtocolError` as a reason to kill.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from typing import Any, Final, Literal, TypeAlias, TypedDict
+
+import orjson
+
+__all__ = [
+    "HEADER",
+    "MAX_JSON_DEPTH",
+    "WORKER_ERROR_KINDS",
+    "CallFrame",
+    "DoneFrame",
+    "ErrorFrame",
+    "FrameDecoder",
+    "LogFrame",
+    "NotJsonError",
+    "ProtocolError",
+    "ReadyFrame",
+    "WorkerFrame",
+    "check_json",
+    "encode_frame",
+    "parse_worker_frame",
+]
+
+HEADER: Final = struct.Struct(">I")
+MAX_JSON_DEPTH: Final = 255
+_INT_MIN: Final = -(2**63)
+_INT_MAX: Final = 2**64 - 1
+
+#: Failure kinds a worker may report itself; the others are the host's to decide.
+WORKER_ERROR_KINDS: Final = frozenset(
+    {"syntax", "exception", "memory", "output_limit", "tool_call_limit", "timeout", "sandbox"}
+)
+
+
+class ProtocolError(Exception):
+    """A peer broke the wire protocol."""
+
+
+class NotJsonError(ValueError):
+    """A value is not lossless JSON; ``path`` says where (``$`` is the root)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{problem} at {path}")
+
+
+class ReadyFrame(TypedDict):
+    type: Literal["ready"]
+    layers: list[list[Any]]
+
+
+class CallFrame(TypedDict):
+    type: Literal["call"]
+    id: int
+    name: str
+    args: Any
+
+
+class LogFrame(TypedDict):
+    type: Literal["log"]
+    text: str
+
+
+class DoneFrame(TypedDict, total=False):
+    type: Literal["done"]
+    result: Any
+
+
+class ErrorFrame(TypedDict):
+    type: Literal["error"]
+    kind: str
+    message: str
+
+
+WorkerFrame: TypeAlias = ReadyFrame | CallFrame | LogFrame | DoneFrame | ErrorFrame
+
+
+def encode_frame(frame: dict[str, Any]) -> bytes:
+    """Serialize one frame with its length prefix."""
+    payload = orjson.dumps(frame)
+    return HEADER.pack(len(payload)) + payload
+
+
+class FrameDecoder:
+    """Split a byte stream into frame payloads, refusing oversized frames up front."""
+
+    __slots__ = ("_buffer", "_max_bytes")
+
+    def __init__(self, max_bytes: int) -> None:
+        self._buffer = bytearray()
+        self._max_bytes = max_bytes
+
+    def wanted(self) -> int:
+        """How many bytes the current frame still needs (at least 1)."""
+        buffered = len(self._buffer)
+        if buffered < 4:
+            return 4 - buffered
+        (size,) = HEADER.unpack_from(self._buffer)
+        return max(1, 4 + size - buffered)
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Add ``data``; return every payload completed by it.
+
+        Raises:
+            ProtocolError: a frame announces more than the allowed bytes.
+        """
+        buffer = self._buffer
+        buffer += data
+        payloads: list[bytes] = []
+        start = 0
+        end = len(buffer)
+        while end - start >= 4:
+            (size,) = HEADER.unpack_from(buffer, start)
+            if size > self._max_bytes:
+                raise ProtocolError(
+                    f"frame of {size} bytes exceeds the limit of {self._max_bytes} bytes"
+                )
+            if end - start - 4 < size:
+                break
+            payloads.append(bytes(buffer[start + 4 : start + 4 + size]))
+            start += 4 + size
+        if start:
+            del buffer[:start]
+        return payloads
+
+
+def _bad(detail: str) -> ProtocolError:
+    return ProtocolError(f"invalid frame from the worker: {detail}")
+
+
+def parse_worker_frame(payload: bytes) -> WorkerFrame:
+    """Decode and schema-check one worker frame (exact keys and types).
+
+    Raises:
+        ProtocolError: the payload is not a well-formed worker frame.
+    """
+    try:
+        frame = orjson.loads(payload)
+    except orjson.JSONDecodeError as exc:
+        raise _bad(f"not JSON ({exc})") from None
+    if type(frame) is not dict:
+        raise _bad("not an object")
+    kind = frame.get("type")
+    keys = frame.keys()
+    if kind == "call":
+        if (
+            keys == {"type", "id", "name", "args"}
+            and type(frame["id"]) is int
+            and type(frame["name"]) is str
+        ):
+            return frame  # type: ignore[return-value]
+    elif kind == "log":
+        if keys == {"type", "text"} and type(frame["text"]) is str:
+            return frame  # type: ignore[return-value]
+    elif kind == "done":
+        if keys == {"type"} or keys == {"type", "result"}:
+            return frame  # type: ignore[return-value]
+    elif kind == "error":
+        if (
+            keys == {"type", "kind", "message"}
+            and frame["kind"] in WORKER_ERROR_KINDS
+            and type(frame["message"]) is str
+        ):
+            return frame  # type: ignore[return-value]
+    elif kind == "ready":
+        if keys == {"type", "layers"} and _is_layer_list(frame["layers"]):
+            return frame  # type: ignore[return-value]
+    else:
+        raise _bad(f"unknown type {str(kind)[:40]!r}")
+    raise _bad(f"malformed {kind!r} frame")
+
+
+def _is_layer_list(value: object) -> bool:
+    if type(value) is not list or len(value) > 64:
+        return False
+    for item in value:
+        if not (
+            type(item) is list
+            and len(item) == 3
+            and type(item[0]) is str
+            and type(item[1]) is bool
+            and type(item[2]) is str
+        ):
+            return False
+    return True
+
+
+def check_json(value: object) -> None:
+    """Raise :class:`NotJsonError` unless ``value`` is lossless JSON.
+
+    Lossless JSON: ``dict`` with ``str`` keys, ``list``, ``str``, ``int`` within
+    64 bits, finite ``float``, ``bool`` and ``None``; exact types, no cycles,
+    nesting at most :data:`MAX_JSON_DEPTH`.
+    """
+    try:
+        _check(value, 0)
+    except _Bad as bad:
+        raise NotJsonError("$" + "".join(reversed(bad.parts)), bad.problem) from None
+
+
+class _Bad(Exception):
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        self.parts: list[str] = []
+
+
+def _check(value: object, depth: int) -> None:
+    # The path is only built on the way out of a failure: the walk stays cheap.
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return
+    if kind is int:
+        if not _INT_MIN <= value <= _INT_MAX:  # type: ignore[operator]
+            raise _Bad("integer does not fit in 64 bits")
+        return
+    if kind is float:
+        if not math.isfinite(value):  # type: ignore[arg-type]
+            raise _Bad(f"{value!r} is not a JSON number")
+        return
+    if depth >= MAX_JSON_DEPTH:
+        raise _Bad(f"nesting deeper than {MAX_JSON_DEPTH} levels")
+    if kind is list:
+        for index, item in enumerate(value):  # type: ignore[arg-type]
+            try:
+                _check(item, depth + 1)
+            except _Bad as bad:
+                bad.parts.append(f"[{index}]")
+                raise
+        return
+    if kind is dict:
+        for key, item in value.items():  # type: ignore[attr-defined]
+            if type(key) is not str:
+                raise _Bad(f"key {key!r} is not a string")
+            try:
+                _check(item, depth + 1)
+            except _Bad as bad:
+                bad.parts.append(f"[{key!r}]")
+                raise
+        return
+    hint = " (use a list)" if kind is tuple else ""
+    raise _Bad(f"{kind.__name__} is not JSON{hint}")

@@ -1,0 +1,26 @@
+"""JSON Schema -> the typed Python SDK text a model programs against.
+
+``render_sdk`` turns the visible tool schemas into the ``tools:sdk`` section:
+named ``TypedDict`` s for every tool's arguments and output, a ``Tools`` protocol
+with one async method per tool (subscript access for exotic names), the
+``ToolCallError`` declaration and :data:`SDK_INSTRUCTIONS`. It never raises on a
+schema; whatever it cannot express degrades to ``Any``.
+"""
+
+from __future__ import annotations
+
+from ._render import SDK_INSTRUCTIONS as SDK_INSTRUCTIONS
+from ._render import SdkStats as SdkStats
+from ._render import render_sdk as render_sdk
+from ._render import sdk_stats as sdk_stats
+from ._schema import json_schema_to_py as json_schema_to_py
+from ._tools import normalize_tool_schemas as normalize_tool_schemas
+
+__all__ = [
+    "SDK_INSTRUCTIONS",
+    "SdkStats",
+    "json_schema_to_py",
+    "normalize_tool_schemas",
+    "render_sdk",
+    "sdk_stats",
+]

@@ -1,0 +1,197 @@
+"""The SDK text: header, ``JsonValue``, per-tool TypedDicts, ``Tools`` and ``tools``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any, TypedDict
+
+from ._naming import is_attribute_name, pascal
+from ._schema import Definitions, SchemaRenderer
+from ._text import docstring, first_paragraph, py_str
+from ._tools import coerce_tool, iter_tools
+
+__all__ = ["SDK_INSTRUCTIONS", "SdkStats", "render_sdk", "sdk_stats"]
+
+#: The fixed usage instructions (the module docstring of the SDK text).
+SDK_INSTRUCTIONS = """\
+## Writing code for run_code
+
+`run_code` takes two required arguments: `code` — the body of an async Python function — and `description`, a short summary of what the program does. Inside the program:
+
+- Call tools as `await tools.name(args)` with one dict of arguments — subscript access for exotic names: `await tools["my-tool"](args)`. Every call returns the tool's typed canonical JSON value. Arguments must be plain JSON (dict, list, str, int, float, bool, None).
+- `await` works at the top level; do not call `asyncio.run()`. `tools` and `ToolCallError` already exist — do not import or define them.
+- A FAILED tool call raises `ToolCallError`, whose `tool_name` identifies the failed tool and whose `message` is human-readable — `try`/`except ToolCallError` to handle it and continue.
+- Independent read-only calls MAY overlap under `asyncio.gather(...)` (`import asyncio`; safe calls run concurrently; mutating calls run alone, in submission order). Sequence dependent work with `await`.
+- Emit results with `return` and/or `print(...)`. ONLY what you print or return comes back to you — intermediate tool results never enter the conversation, so extract just what you need.
+
+The available tools:"""
+
+_IMPORTS = """\
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, NotRequired, Protocol, TypeAlias, TypedDict, overload
+
+JsonValue: TypeAlias = "dict[str, JsonValue] | list[JsonValue] | str | int | float | bool | None"
+
+
+class ToolCallError(Exception):
+    \"\"\"Raised by `await tools.x(args)` when that tool call failed (denied, invalid, errored).\"\"\"
+
+    tool_name: str  # the tool that failed
+    message: str  # what went wrong, human-readable
+"""
+
+_METHOD_PREFIX = "    async def "
+_ITEM_PREFIX = "    def __getitem__(self, name: Literal["
+
+
+class SdkStats(TypedDict):
+    """Size of an SDK text: what it costs in the prompt."""
+
+    chars: int
+    approx_tokens: int
+    tools: int
+
+
+class _Tool:
+    __slots__ = ("args", "base", "description", "name", "output", "parameters", "result")
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self.name: str = schema["name"]
+        self.description: str = schema["description"]
+        self.parameters: Any = schema["parameters"]
+        self.output: Any = schema.get("output", _NO_OUTPUT)
+        self.base = ""
+        self.args = ""
+        self.result = "JsonValue"
+
+
+_NO_OUTPUT = object()
+
+
+def _collect(schemas: Any) -> tuple[list[_Tool], int]:
+    """Valid tools in lexicographic order, one per name; plus how many were dropped."""
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    dropped = 0
+    try:
+        entries = list(iter_tools(schemas) if isinstance(schemas, Mapping) else schemas)
+    except TypeError:
+        entries = []
+    for entry in entries:
+        tool = coerce_tool(entry)
+        if isinstance(tool, str):
+            dropped += 1
+        else:
+            by_name.setdefault(tool["name"], []).append(tool)
+    tools: list[_Tool] = []
+    for name in sorted(by_name):
+        same = by_name[name]
+        if len(same) > 1:
+            # keep one, chosen by content so that input order cannot matter
+            dropped += len(same) - 1
+            same.sort(key=_canonical)
+        tools.append(_Tool(same[0]))
+    return tools, dropped
+
+
+def _canonical(value: Any) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, default=repr)
+    except (ValueError, TypeError, RecursionError):
+        return ""
+
+
+def render_sdk(schemas: Iterable[Any], *, instructions: bool = True) -> str:
+    """Render the typed Python SDK a model programs against; never raises.
+
+    Args:
+        schemas: tool schemas (registry, MCP, OpenAI or Anthropic spelling);
+            malformed entries are dropped, malformed schemas degrade to ``Any``.
+        instructions: start with :data:`SDK_INSTRUCTIONS` as the module docstring.
+
+    Returns:
+        Python source that compiles and that ``mypy --strict`` accepts; the same
+        tool set always gives byte-identical text, whatever the input order.
+    """
+    tools, dropped = _collect(schemas)
+    defs = Definitions()
+    bases: set[str] = set()
+    for tool in tools:
+        base = pascal(tool.name, "Tool")
+        n = 2
+        unique = base
+        while unique in bases:
+            unique = f"{base}{n}"
+            n += 1
+        bases.add(unique)
+        tool.base = unique
+        tool.args = defs.allocator.allocate(unique + "Args")
+        if tool.output is not _NO_OUTPUT:
+            tool.result = defs.allocator.allocate(unique + "Result")
+    for tool in tools:
+        _declare(defs, tool.parameters, tool.args, tool.base)
+        if tool.output is not _NO_OUTPUT:
+            _declare(defs, tool.output, tool.result, tool.base)
+
+    parts: list[str] = []
+    if instructions:
+        parts.append(docstring(SDK_INSTRUCTIONS.split("\n"), ""))
+    count = f"{len(tools)} tool{'' if len(tools) == 1 else 's'}"
+    skipped = f"; {dropped} malformed or duplicate entries left out" if dropped else ""
+    parts.append(
+        f"# Tool SDK ({count}{skipped}). Declarations only: at run time `tools` and\n"
+        "# `ToolCallError` already exist. Call `await tools.name(args)`.\n"
+    )
+    parts.append(_IMPORTS)
+    parts.extend(defs.blocks)
+    parts.append(_tools_class(tools, defs))
+    parts.append("tools: Tools\n")
+    return "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
+
+
+def _declare(defs: Definitions, schema: Any, name: str, base: str) -> None:
+    renderer = SchemaRenderer(schema, defs, base)
+    try:
+        renderer.declare(name)
+    except RecursionError:  # pragma: no cover - depth is bounded by the renderer
+        defs.emit(name, f"{name}: TypeAlias = dict[str, Any]\n")
+
+
+def _tools_class(tools: list[_Tool], defs: Definitions) -> str:
+    taken = defs.allocator.taken
+    lines = [
+        "class Tools(Protocol):\n",
+        '    """Every tool: `await tools.name(args)`; exotic names: `await tools["name"](args)`."""\n',
+    ]
+    exotic = [tool for tool in tools if not is_attribute_name(tool.name, taken)]
+    for tool in tools:
+        if is_attribute_name(tool.name, taken):
+            lines.append(f"\n    async def {tool.name}(self, args: {tool.args}) -> {tool.result}:\n")
+            lines.append(_body(tool.description))
+    for tool in exotic:
+        lines.append("\n")
+        if len(exotic) > 1:
+            lines.append("    @overload\n")
+        lines.append(
+            f"{_ITEM_PREFIX}{py_str(tool.name)}]) -> "
+            f"Callable[[{tool.args}], Awaitable[{tool.result}]]:\n"
+        )
+        lines.append(f"        # usage: await tools[{py_str(tool.name)}](args)\n")
+        lines.append(_body(tool.description))
+    return "".join(lines)
+
+
+def _body(description: str) -> str:
+    doc = first_paragraph(description)
+    return docstring(doc, "        ") if doc else "        ...\n"
+
+
+def sdk_stats(text: str) -> SdkStats:
+    """Size of an SDK text: characters, approximate tokens (chars / 4) and tools."""
+    tools = 0
+    for line in text.splitlines():
+        if line.startswith(_METHOD_PREFIX) or line.startswith(_ITEM_PREFIX):
+            tools += 1
+    return {"chars": len(text), "approx_tokens": (len(text) + 3) // 4, "tools": tools}
