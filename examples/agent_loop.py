@@ -22,9 +22,9 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tools import make_registry  # noqa: E402
+from tools import make_registry
 
-from ptc import CodeExecutor, ModelCall  # noqa: E402
+from ptc import CodeExecutor, ModelCall
 
 FANOUT_PROGRAM = """\
 import asyncio
@@ -78,7 +78,9 @@ async def agent_loop(runtime: Any) -> str:
             batch = await executor.execute(reply)
             for item in batch.results:
                 text = "\n".join(b["text"] for b in item.result.content if b["type"] == "text")
-                model.transcript.append({"call_id": item.call_id, "is_error": item.result.is_error, "text": text})
+                model.transcript.append(
+                    {"call_id": item.call_id, "is_error": item.result.is_error, "text": text}
+                )
                 print(f"[{item.call_id}] {'error' if item.result.is_error else 'ok'}: {text}")
     raise RuntimeError("the model did not finish in 5 steps")
 

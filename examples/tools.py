@@ -96,8 +96,20 @@ def make_registry(*, latency: float = LATENCY) -> ToolRegistry:
     registry = ToolRegistry()
     docs = {doc["id"]: doc for doc in _DOCS}
     issues: dict[int, Issue] = {
-        1: {"id": 1, "title": "Flaky retry test", "state": "open", "labels": ["bug", "http"], "comments": []},
-        2: {"id": 2, "title": "Document cache TTLs", "state": "open", "labels": ["docs"], "comments": []},
+        1: {
+            "id": 1,
+            "title": "Flaky retry test",
+            "state": "open",
+            "labels": ["bug", "http"],
+            "comments": [],
+        },
+        2: {
+            "id": 2,
+            "title": "Document cache TTLs",
+            "state": "open",
+            "labels": ["docs"],
+            "comments": [],
+        },
         3: {
             "id": 3,
             "title": "Pager escalation is slow",
@@ -141,7 +153,12 @@ def make_registry(*, latency: float = LATENCY) -> ToolRegistry:
         doc = docs.get(doc_id)
         if doc is None:
             raise NotFoundError(f"no doc with id {doc_id!r}")
-        return {"id": doc["id"], "title": doc["title"], "body": doc["body"], "tags": list(doc["tags"])}
+        return {
+            "id": doc["id"],
+            "title": doc["title"],
+            "body": doc["body"],
+            "tags": list(doc["tags"]),
+        }
 
     @registry.tool(concurrency_safe=True)
     async def list_issues(
@@ -157,7 +174,8 @@ def make_registry(*, latency: float = LATENCY) -> ToolRegistry:
         return [
             _copy_issue(issue)
             for issue in sorted(issues.values(), key=lambda i: i["id"])
-            if (state == "all" or issue["state"] == state) and (label is None or label in issue["labels"])
+            if (state == "all" or issue["state"] == state)
+            and (label is None or label in issue["labels"])
         ]
 
     @registry.tool(concurrency_safe=True)
@@ -205,7 +223,9 @@ def make_registry(*, latency: float = LATENCY) -> ToolRegistry:
         return dict(comment)  # type: ignore[return-value]
 
     @registry.tool
-    async def close_issue(issue_id: int, reason: Literal["fixed", "duplicate", "wontfix"] = "fixed") -> Issue:
+    async def close_issue(
+        issue_id: int, reason: Literal["fixed", "duplicate", "wontfix"] = "fixed"
+    ) -> Issue:
         """Close an open issue. Mutates the tracker.
 
         Args:

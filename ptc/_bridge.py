@@ -13,6 +13,7 @@ started call to finish and be logged before it returns.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import time
@@ -55,7 +56,8 @@ class _Pending:
     name: str
     arguments: Any
     mode: ExecutionMode
-    started: anyio.Event = field(default_factory=anyio.Event)
+    is_started: bool = False
+    started: anyio.Event | None = None  # created only when the call has to queue
     finished: anyio.Event = field(default_factory=anyio.Event)
     result: ToolResult | None = None
     abandoned: bool = False
@@ -104,15 +106,16 @@ class Bridge:
         pending = _Pending(number=self._count, name=name, arguments=arguments, mode=mode)
         self._queue.append(pending)
         self._pump()
-        try:
-            await pending.started.wait()
-        except BaseException:
-            # Cancelled while queued: abandoned, logged by neither event.
-            if not pending.started.is_set():
-                pending.abandoned = True
-                self._forget(pending)
+        if not pending.is_started:
+            pending.started = anyio.Event()
+            try:
+                await pending.started.wait()
+            except BaseException:
+                # Cancelled while queued: abandoned, logged by neither event.
+                if not pending.is_started:
+                    pending.abandoned = True
+                    self._forget(pending)
                 raise
-            raise
         if pending.abandoned:
             return ToolAnswer.failure("the run has ended")
         try:
@@ -131,10 +134,8 @@ class Bridge:
         return ToolAnswer.success(result.value)
 
     def _forget(self, pending: _Pending) -> None:
-        try:
+        with contextlib.suppress(ValueError):
             self._queue.remove(pending)
-        except ValueError:
-            pass
         self._pump()
 
     def _pump(self) -> None:
@@ -148,7 +149,9 @@ class Bridge:
                 return
             self._queue.popleft()
             self._running += 1
-            head.started.set()
+            head.is_started = True
+            if head.started is not None:
+                head.started.set()
             self._tg.start_soon(self._dispatch, head, name=f"ptc sub-call {head.number}")
 
     async def _dispatch(self, pending: _Pending) -> None:
@@ -168,7 +171,9 @@ class Bridge:
         parent_id = self._ctx.call_id
         sub_id = f"{parent_id}:ptc:{pending.number}"
         started = time.time()
-        emit(self._on_event, dispatch_start_event(sub_id, parent_id, pending.name, pending.arguments))
+        emit(
+            self._on_event, dispatch_start_event(sub_id, parent_id, pending.name, pending.arguments)
+        )
         call = ToolCall(
             call_id=sub_id,
             name=pending.name,
@@ -187,7 +192,10 @@ class Bridge:
         if result.additional_contexts:
             self._contexts[pending.number] = result.additional_contexts
         content = await self._logged_content(sub_id, pending.name, result)
-        emit(self._on_event, dispatch_event(sub_id, parent_id, pending.name, result, content, started))
+        emit(
+            self._on_event,
+            dispatch_event(sub_id, parent_id, pending.name, result, content, started),
+        )
 
     async def _logged_content(self, sub_id: str, name: str, result: ToolResult) -> list[Any]:
         hook = self._dispatch_log
@@ -219,7 +227,9 @@ class Bridge:
         while self._queue:
             pending = self._queue.popleft()
             pending.abandoned = True
-            pending.started.set()
+            pending.is_started = True
+            if pending.started is not None:
+                pending.started.set()
 
     def deferred_contexts(self) -> list[JsonValue]:
         """Sub-call contexts in dispatch (submission) order."""

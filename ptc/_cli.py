@@ -28,7 +28,9 @@ ToolsOption = Annotated[
         help="The tool set: path/to/file.py:attr or package.module:attr naming a ToolRegistry.",
     ),
 ]
-ScopeOption = Annotated[str | None, typer.Option("--scope", help="View the tools as this scope sees them.")]
+ScopeOption = Annotated[
+    str | None, typer.Option("--scope", help="View the tools as this scope sees them.")
+]
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -85,7 +87,10 @@ def sdk_command(
         bool, typer.Option("--no-instructions", help="Leave out the usage instructions.")
     ] = False,
     stats: Annotated[
-        bool, typer.Option("--stats", help="Print the size (tools, characters, ~tokens) instead of the text.")
+        bool,
+        typer.Option(
+            "--stats", help="Print the size (tools, characters, ~tokens) instead of the text."
+        ),
     ] = False,
 ) -> None:
     """Print the typed Python SDK (the tools:sdk section) the model programs against."""
@@ -111,7 +116,9 @@ def sdk_command(
     text = render_sdk(schemas, instructions=not no_instructions)
     if stats:
         size = sdk_stats(text)
-        typer.echo(f"tools: {size['tools']}  chars: {size['chars']}  approx tokens: {size['approx_tokens']}")
+        typer.echo(
+            f"tools: {size['tools']}  chars: {size['chars']}  approx tokens: {size['approx_tokens']}"
+        )
         return
     typer.echo(text, nl=not text.endswith("\n"))
 
@@ -124,7 +131,9 @@ def run_command(
     runtime: Annotated[
         str, typer.Option("--runtime", help="Worker kind: subprocess (default) or pyodide.")
     ] = "subprocess",
-    mode: Annotated[str, typer.Option("--mode", help="Executor mode: code (default) or both.")] = "code",
+    mode: Annotated[
+        str, typer.Option("--mode", help="Executor mode: code (default) or both.")
+    ] = "code",
     max_parallel: Annotated[
         int, typer.Option("--max-parallel", help="Concurrency-safe sub-calls that may overlap.")
     ] = 10,
@@ -132,10 +141,14 @@ def run_command(
         float | None, typer.Option("--timeout", help="Wall-clock seconds for the whole run.")
     ] = None,
     events: Annotated[
-        str | None, typer.Option("--events", help="Append every event to this JSONL file as it happens.")
+        str | None,
+        typer.Option("--events", help="Append every event to this JSONL file as it happens."),
     ] = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print the canonical result and the events as one JSON object.")
+        bool,
+        typer.Option(
+            "--json", help="Print the canonical result and the events as one JSON object."
+        ),
     ] = False,
 ) -> None:
     """Run a program against a tool set, as the model's run_code call would."""

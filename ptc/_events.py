@@ -82,7 +82,7 @@ class PtcDispatchLog:
 
 #: ``(log) -> replacement content | None`` (sync or async); raising is contained.
 DispatchLogHook: TypeAlias = Callable[
-    [PtcDispatchLog], "Sequence[ContentBlock] | None | Awaitable[Sequence[ContentBlock] | None]"
+    [PtcDispatchLog], "Sequence[ContentBlock] | Awaitable[Sequence[ContentBlock] | None] | None"
 ]
 
 
@@ -97,7 +97,13 @@ def emit(sink: EventSink | None, event: dict[str, Any]) -> None:
 
 
 def call_event(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
-    return {"type": "tool/call", "id": call_id, "name": name, "arguments": arguments, "time": time.time()}
+    return {
+        "type": "tool/call",
+        "id": call_id,
+        "name": name,
+        "arguments": arguments,
+        "time": time.time(),
+    }
 
 
 def result_event(call_id: str, name: str, result: ToolResult) -> dict[str, Any]:

@@ -1,10 +1,10 @@
 """Errors of the executor.
 
-    ToolError (registry)
-    └── CodeRunFailedError     CODE_RUN_FAILED: the program failed (data, not a crash)
+ToolError (registry)
+└── CodeRunFailedError     CODE_RUN_FAILED: the program failed (data, not a crash)
 
-    ValueError
-    └── ExecutorConfigError    a bad executor setting (raised to the caller)
+ValueError
+└── ExecutorConfigError    a bad executor setting (raised to the caller)
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -67,7 +68,7 @@ RUN_RESULT_SCHEMA: dict[str, Any] = {
 }
 CODE_ONLY_RULE = (
     "Only `run_code` is callable directly. Every other tool is reachable only from inside a "
-    "`run_code` program, as `await tools.<name>(args)` (or `tools[\"<name>\"](args)`)."
+    '`run_code` program, as `await tools.<name>(args)` (or `tools["<name>"](args)`).'
 )
 
 
@@ -207,7 +208,9 @@ class CodeExecutor:
     ) -> ToolResult:
         """Run one program as an outer ``run_code`` call (through the pipeline)."""
         return await self._outer(
-            ModelCall(call_id=call_id, name=RUN_CODE, arguments={"code": code, "description": description}),
+            ModelCall(
+                call_id=call_id, name=RUN_CODE, arguments={"code": code, "description": description}
+            ),
             scope,
             signal,
         )
@@ -239,17 +242,19 @@ class CodeExecutor:
                     group.append(group[-1] + 1)
             limiter = anyio.CapacityLimiter(self.max_parallel_tool_calls)
 
-            async def run_one(i: int) -> None:
+            async def run_one(i: int, limiter: anyio.CapacityLimiter) -> None:
                 async with limiter:
                     results[i] = await self._outer(calls[i], scope, signal)
 
             async with anyio.create_task_group() as tg:
                 for i in group:
-                    tg.start_soon(run_one, i)
+                    tg.start_soon(run_one, i, limiter)
             index = group[-1] + 1
         settled = [r for r in results if r is not None]
         return BatchResult(
-            results=[CallResult(call_id=c.call_id, result=r) for c, r in zip(calls, settled, strict=True)],
+            results=[
+                CallResult(call_id=c.call_id, result=r) for c, r in zip(calls, settled, strict=True)
+            ],
             additional_contexts=[ctx for r in settled for ctx in r.additional_contexts],
         )
 
@@ -260,7 +265,9 @@ class CodeExecutor:
             ToolCall(call_id=call.call_id, name=call.name, arguments=call.arguments, scope=scope)
         )
 
-    async def _outer(self, call: ModelCall, scope: str | None, signal: AbortSignal | None) -> ToolResult:
+    async def _outer(
+        self, call: ModelCall, scope: str | None, signal: AbortSignal | None
+    ) -> ToolResult:
         arguments = call.arguments
         emit(self.on_event, call_event(call.call_id, call.name, arguments))
         result = await self._dispatch_outer(call, scope, signal)
@@ -277,7 +284,11 @@ class CodeExecutor:
                 ErrorInfo(name="ToolNotFoundError", code=UNKNOWN_TOOL),
             )
         tool_call = ToolCall(
-            call_id=call.call_id, name=call.name, arguments=call.arguments, scope=scope, signal=signal
+            call_id=call.call_id,
+            name=call.name,
+            arguments=call.arguments,
+            scope=scope,
+            signal=signal,
         )
         if call.name == RUN_CODE and self.mode != "native":
             return await self.registry.execute(tool_call, transport=self.transport)
@@ -344,11 +355,9 @@ def _as_model_call(item: ModelCall | Mapping[str, Any]) -> ModelCall:
         name = item.get("name")
         arguments = item.get("arguments", item.get("input", {}))
     if isinstance(arguments, str | bytes):
-        try:
+        # Unparseable text stays a string: the pipeline rejects it as INVALID_ARGS.
+        with contextlib.suppress(orjson.JSONDecodeError):
             arguments = orjson.loads(arguments) if arguments else {}
-        except orjson.JSONDecodeError:
-            # Left as a string: the pipeline rejects it as INVALID_ARGS with the schema's words.
-            pass
     if not isinstance(call_id, str) or not isinstance(name, str):
         raise ExecutorConfigError(f"a model call needs string 'id' and 'name', got {item!r}")
     return ModelCall(call_id=call_id, name=name, arguments=arguments)

@@ -28,7 +28,9 @@ def load_registry(spec: str) -> ToolRegistry:
     target, _, attr = spec.partition(":")
     attr = attr or "registry"
     if not target:
-        raise ToolSpecError(f"bad tool spec {spec!r}: expected path/to/file.py:attr or package.module:attr")
+        raise ToolSpecError(
+            f"bad tool spec {spec!r}: expected path/to/file.py:attr or package.module:attr"
+        )
     module = _import(target)
     try:
         value: Any = module
@@ -40,7 +42,9 @@ def load_registry(spec: str) -> ToolRegistry:
         try:
             value = value()
         except Exception as exc:
-            raise ToolSpecError(f"calling {target}:{attr}() failed: {type(exc).__name__}: {exc}") from exc
+            raise ToolSpecError(
+                f"calling {target}:{attr}() failed: {type(exc).__name__}: {exc}"
+            ) from exc
     if not isinstance(value, ToolRegistry):
         raise ToolSpecError(f"{target}:{attr} is a {type(value).__name__}, not a ToolRegistry")
     return value

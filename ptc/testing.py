@@ -114,7 +114,9 @@ class InProcessRuntime(Runtime):
                 raise _ToolCallError(name, answer.message)
             return answer.value
 
-        def program_print(*values: Any, sep: str | None = " ", end: str | None = "\n", **_: Any) -> None:
+        def program_print(
+            *values: Any, sep: str | None = " ", end: str | None = "\n", **_: Any
+        ) -> None:
             text = (sep if sep is not None else " ").join(str(v) for v in values)
             printed.append(text + (end if end is not None else "\n"))
 
@@ -146,12 +148,21 @@ class InProcessRuntime(Runtime):
                         )
                     else:
                         outcome = RunOutcome(
-                            logs=logs(), result=result, has_result=value is not nothing, tool_calls=calls
+                            logs=logs(),
+                            result=result,
+                            has_result=value is not nothing,
+                            tool_calls=calls,
                         )
                 except LimitHit as exc:
-                    outcome = RunOutcome.failure("tool_call_limit", str(exc), logs=logs(), tool_calls=calls)
+                    outcome = RunOutcome.failure(
+                        "tool_call_limit", str(exc), logs=logs(), tool_calls=calls
+                    )
                 except Exception as exc:
-                    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == _FILENAME]
+                    frames = [
+                        f
+                        for f in traceback.extract_tb(exc.__traceback__)
+                        if f.filename == _FILENAME
+                    ]
                     where = "".join(f"  line {f.lineno}\n" for f in frames)
                     outcome = RunOutcome.failure(
                         "exception",
@@ -164,7 +175,14 @@ class InProcessRuntime(Runtime):
                         detach()
             cancelled = scope.cancelled_caught
         if cancelled:
-            return RunOutcome.failure("cancelled", "the run was cancelled", logs=logs(), tool_calls=calls)
+            return RunOutcome.failure(
+                "cancelled", "the run was cancelled", logs=logs(), tool_calls=calls
+            )
         if deadline.cancelled_caught or outcome is None:
-            return RunOutcome.failure("timeout", f"the run took longer than {limits.timeout:g}s", logs=logs(), tool_calls=calls)
+            return RunOutcome.failure(
+                "timeout",
+                f"the run took longer than {limits.timeout:g}s",
+                logs=logs(),
+                tool_calls=calls,
+            )
         return outcome

@@ -175,10 +175,9 @@ def define_tool(
         )
     else:
         returns = hints["return"]
-        if get_origin(returns) in _ASYNC_RETURNS or returns in _ASYNC_RETURNS:
-            raise RegistrationError(
-                tool, "the function returns an awaitable; declare it with async def instead"
-            )
+        if get_origin(returns) in _ASYNC_RETURNS and get_args(returns):
+            # A sync function handing back an awaitable: the tool's value is its result.
+            returns = get_args(returns)[-1]
         out = _Schemas(tool)
         output = out.schema(returns, "the return annotation")
         if doc.returns and "description" not in output:
@@ -240,19 +239,15 @@ def _make_execute(
             # function has, so no tool code outlives its call.
             value = await anyio.to_thread.run_sync(partial(fn, **kwargs), abandon_on_cancel=False)
             if inspect.isawaitable(value):
-                if inspect.iscoroutine(value):
-                    value.close()
-                raise TypeError(f"{ctx.name} returned an awaitable; declare it with async def")
+                # A sync wrapper around a coroutine function (a decorator without
+                # functools' async awareness): finish its work on the event loop.
+                value = await value
         return value if encode is None else encode(value)
 
     return execute
 
 
-class _NoDefault:
-    pass
-
-
-_NO_DEFAULT = _NoDefault()
+_NO_DEFAULT: Any = object()
 
 
 def _json_default(value: object, encode: Convert | None) -> object:
@@ -557,10 +552,11 @@ def _show(tp: object) -> str:
     return repr(tp).replace("typing.", "")
 
 
-# --------------------------------------------------------------------------- enum conversion
+# --------------------------------------------------------------------------- value conversion
 
 
-def _has_enum(tp: Any, seen: set[type]) -> bool:
+def _needs(tp: Any, decode: bool, seen: set[type]) -> bool:
+    """Whether values of ``tp`` need converting: enums both ways, ints on the way in."""
     tp = _strip(tp)
     if _is_enum(tp):
         return True
@@ -568,21 +564,30 @@ def _has_enum(tp: Any, seen: set[type]) -> bool:
         if tp in seen:
             return False
         seen.add(tp)
-        return any(_has_enum(h, seen) for h in typing.get_type_hints(tp).values())
+        return any(_needs(h, decode, seen) for h in typing.get_type_hints(tp).values())
     if _is_any_json(tp) or get_origin(tp) is Literal:
         return False
-    return any(_has_enum(arg, seen) for arg in get_args(tp))
+    if tp is int:
+        return decode
+    return any(_needs(arg, decode, seen) for arg in get_args(tp))
 
 
 def _converter(tp: Any, *, decode: bool) -> Convert | None:
-    """JSON -> Python (``decode``) or back for the enums inside ``tp``; ``None`` if none."""
-    if not _has_enum(tp, set()):
+    """JSON -> Python (``decode``) or Python -> JSON for ``tp``; ``None`` when identity."""
+    if not _needs(tp, decode, set()):
         return None
     return _build_converter(tp, decode, {})
 
 
+def _to_int(value: Any) -> Any:
+    # JSON Schema's "integer" admits 2.0; an ``int`` annotation promises an int.
+    return int(value) if type(value) is float else value
+
+
 def _build_converter(tp: Any, decode: bool, memo: dict[type, list[Convert]]) -> Convert:
     tp = _strip(tp)
+    if tp is int:
+        return _to_int
     if _is_enum(tp):
         if decode:
             # The schema admitted only member values, so the lookup cannot fail.
@@ -600,10 +605,12 @@ def _build_converter(tp: Any, decode: bool, memo: dict[type, list[Convert]]) -> 
         )
     if typing.is_typeddict(tp):
         return _typeddict_converter(tp, decode, memo)
+    # A union: 2.0 stays a float when the union also admits float.
+    has_float = any(_strip(member) is float for member in args)
     members = [
         (_matcher(member, decode), _build_converter(member, decode, memo))
         for member in args
-        if _has_enum(member, set())
+        if _needs(member, decode, set()) and not (has_float and _strip(member) is int)
     ]
 
     def convert_union(value: Any) -> Any:
@@ -622,7 +629,7 @@ def _typeddict_converter(tp: type, decode: bool, memo: dict[type, list[Convert]]
         fields = {
             key: _build_converter(hint, decode, memo)
             for key, hint in typing.get_type_hints(tp).items()
-            if _has_enum(hint, set())
+            if _needs(hint, decode, set())
         }
 
         def convert(value: Any) -> Any:
@@ -636,8 +643,10 @@ def _typeddict_converter(tp: type, decode: bool, memo: dict[type, list[Convert]]
 
 
 def _matcher(member: Any, decode: bool) -> Callable[[Any], bool]:
-    """Which union member a value belongs to, for members that hold enums."""
+    """Whether a value belongs to one union member (one that needs converting)."""
     member = _strip(member)
+    if member is int:
+        return lambda value: type(value) is float
     if _is_enum(member):
         if not decode:
             enum_type = member
@@ -756,7 +765,8 @@ def parse_docstring(doc: str | None) -> Docstring:
             elif kind in ("returns", "return"):
                 returns = text
         elif title in _RETURN_SECTIONS:
-            returns = _join(section) or None
+            # A numpy entry starts with its type line ("str"); the text follows.
+            returns = _join(section[1:] if style == "numpy" else section) or None
         elif title in _PARAM_SECTIONS:
             params.update(_entries(section, numpy=style == "numpy"))
     text = re.sub(r"\n{3,}", "\n\n", "\n".join(description)).strip()

@@ -137,9 +137,10 @@ def compile_program(code: str) -> CodeType:
         hoisted.append(body.pop(0))
     transformer = _TopLevel()
     body = [transformer.visit(statement) for statement in body]
-    last_line = body[-1].end_lineno or 1 if body else 1
-    tail = ast.Return(value=ast.Name(id=_NOTHING_NAME, ctx=ast.Load()))
-    body.append(ast.fix_missing_locations(ast.copy_location(tail, ast.Pass(lineno=last_line))))
+    line = (body[-1].end_lineno or 1) if body else 1
+    where = {"lineno": line, "end_lineno": line, "col_offset": 0, "end_col_offset": 0}
+    nothing = ast.Name(id=_NOTHING_NAME, ctx=ast.Load(), **where)
+    body.append(ast.Return(value=nothing, **where))
     function = ast.AsyncFunctionDef(
         name="<module>",
         args=ast.arguments(

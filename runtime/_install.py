@@ -55,7 +55,7 @@ class InstallError(RuntimeError):
 
 def _registry() -> str:
     # npm's own variable, so a configured mirror is honoured by both paths.
-    return (os.environ.get("npm_config_registry") or _DEFAULT_REGISTRY).rstrip("/")
+    return (os.environ.get("NPM_CONFIG_REGISTRY") or _DEFAULT_REGISTRY).rstrip("/")
 
 
 def _check_integrity(data: bytes) -> None:
@@ -74,7 +74,7 @@ def _read_limited(response: object, limit: int) -> bytes:
 
 def _fetch_with_urllib() -> bytes:
     url = f"{_registry()}/pyodide/{PYODIDE_VERSION}"
-    with urllib.request.urlopen(url, timeout=60) as response:  # noqa: S310 - https registry
+    with urllib.request.urlopen(url, timeout=60) as response:
         meta = json.loads(_read_limited(response, 1024 * 1024))
     dist = meta.get("dist") or {}
     if dist.get("integrity") != PYODIDE_INTEGRITY:
@@ -82,7 +82,7 @@ def _fetch_with_urllib() -> bytes:
     tarball = str(dist.get("tarball", ""))
     if not tarball.startswith("https://"):
         raise InstallError("reading registry metadata", f"unexpected tarball URL {tarball!r}")
-    with urllib.request.urlopen(tarball, timeout=300) as response:  # noqa: S310
+    with urllib.request.urlopen(tarball, timeout=300) as response:
         return _read_limited(response, _MAX_TARBALL_BYTES)
 
 
@@ -173,6 +173,7 @@ def build_snapshot(deno: Path, assets: Path, deno_dir: Path) -> Path:
         partial.unlink(missing_ok=True)
         detail = done.stderr.decode(errors="replace")[-2000:]
         raise InstallError("building the memory snapshot", f"exit {done.returncode}: {detail}")
+    partial.chmod(0o644)
     os.replace(partial, target)
     for stale in assets.glob("snapshot-*.bin"):
         if stale != target:

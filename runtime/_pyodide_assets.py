@@ -8,6 +8,7 @@ naming that command.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import shutil
 import subprocess
@@ -110,8 +111,8 @@ def find_deno() -> Path | None:
     if explicit:
         return Path(explicit) if Path(explicit).is_file() else None
     try:
-        import deno  # type: ignore[import-not-found, unused-ignore]
-
+        # The optional ``pyodide`` extra: the PyPI ``deno`` package ships the binary.
+        deno = importlib.import_module("deno")
         return Path(deno.find_deno_bin())
     except (ImportError, FileNotFoundError, AttributeError):
         pass

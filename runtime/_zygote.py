@@ -74,19 +74,18 @@ def _fallback_enter(config: Any, keep_fds: Sequence[int]) -> list[list[Any]]:
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_NOFILE, (config.max_open_files, config.max_open_files))
-    keep = sorted({0, 1, 2, *keep_fds})
-    low = 0
-    for fd in keep:
-        if fd > low:
-            os.closerange(low, fd)
-        low = fd + 1
-    os.closerange(low, 1 << 20)
+    keep = {0, 1, 2, *keep_fds}
+    for fd in [int(name) for name in os.listdir("/proc/self/fd")]:
+        if fd not in keep:
+            with contextlib.suppress(OSError):
+                os.close(fd)
     os.chdir(config.workdir)
     return [["rlimits", True, "address space, CPU time and open files"]]
 
 
-def _open_fds() -> set[int]:
-    return {int(name) for name in os.listdir("/proc/self/fd")}
+def _loop_fds(loop: Any) -> list[int]:
+    """The descriptors an asyncio selector loop owns (its selector and self-pipe)."""
+    return [loop._selector.fileno(), loop._ssock.fileno(), loop._csock.fileno()]
 
 
 class _Zygote:
@@ -188,6 +187,8 @@ class _Zygote:
                 [orjson.dumps({"id": request_id, "pid": pid})],
                 [host_end.fileno(), status_r],
             )
+        except OSError:
+            self.shutdown()  # the host went away
         finally:
             host_end.close()
             os.close(status_r)
@@ -205,13 +206,15 @@ class _Zygote:
             for fd in (0, 1, 2):
                 os.dup2(null, fd)
             os.close(null)
-            before = _open_fds()
             loop = asyncio.new_event_loop()
-            keep = [sock.fileno(), *sorted(_open_fds() - before)]
+            keep = [sock.fileno(), *_loop_fds(loop)]
             layers = self.enter(request, workdir, keep)
             serve(sock, loop, layers, self.settings)
         except BaseException as exc:
             self.report_failure(sock, exc)
+            import traceback
+            with open("/tmp/ptc-child-err.txt", "a") as f:
+                traceback.print_exc(file=f)
         os._exit(EXIT_INTERNAL)
 
     def enter(self, request: dict[str, Any], workdir: str, keep: list[int]) -> list[list[Any]]:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import builtins
+import functools
 import keyword
+import re
 
 __all__ = ["RESERVED", "NameAllocator", "is_attribute_name", "is_field_identifier", "pascal"]
 
@@ -29,21 +31,13 @@ RESERVED = frozenset(
 
 _BUILTINS = frozenset(dir(builtins))
 _MAX_NAME = 80
+_WORD_SEPARATORS = re.compile("[^A-Za-z0-9]+")
 
 
+@functools.lru_cache(maxsize=8192)
 def pascal(text: str, fallback: str) -> str:
     """``"get_issue"``/``"get-issue"``/``"getIssue"`` -> ``"GetIssue"`` (ASCII only)."""
-    parts: list[str] = []
-    word: list[str] = []
-    for ch in text:
-        if ch.isascii() and ch.isalnum():
-            word.append(ch)
-        elif word:
-            parts.append("".join(word))
-            word = []
-    if word:
-        parts.append("".join(word))
-    name = "".join(p[0].upper() + p[1:] for p in parts)[:_MAX_NAME]
+    name = "".join(p[0].upper() + p[1:] for p in _WORD_SEPARATORS.split(text) if p)[:_MAX_NAME]
     if not name:
         return fallback
     if name[0].isdigit():

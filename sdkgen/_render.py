@@ -11,6 +11,9 @@ from ._schema import Definitions, SchemaRenderer
 from ._text import docstring, first_paragraph, py_str
 from ._tools import coerce_tool, iter_tools
 
+# dict first: the common case skips the slower ABC check
+_MAPPING = (dict, Mapping)
+
 __all__ = ["SDK_INSTRUCTIONS", "SdkStats", "render_sdk", "sdk_stats"]
 
 #: The fixed usage instructions (the module docstring of the SDK text).
@@ -76,7 +79,7 @@ def _collect(schemas: Any) -> tuple[list[_Tool], int]:
     by_name: dict[str, list[dict[str, Any]]] = {}
     dropped = 0
     try:
-        entries = list(iter_tools(schemas) if isinstance(schemas, Mapping) else schemas)
+        entries = list(iter_tools(schemas) if isinstance(schemas, _MAPPING) else schemas)
     except TypeError:
         entries = []
     for entry in entries:
@@ -168,7 +171,9 @@ def _tools_class(tools: list[_Tool], defs: Definitions) -> str:
     exotic = [tool for tool in tools if not is_attribute_name(tool.name, taken)]
     for tool in tools:
         if is_attribute_name(tool.name, taken):
-            lines.append(f"\n    async def {tool.name}(self, args: {tool.args}) -> {tool.result}:\n")
+            lines.append(
+                f"\n    async def {tool.name}(self, args: {tool.args}) -> {tool.result}:\n"
+            )
             lines.append(_body(tool.description))
     for tool in exotic:
         lines.append("\n")

@@ -15,6 +15,9 @@ from urllib.parse import unquote
 from ._naming import NameAllocator, is_field_identifier, pascal
 from ._text import comment_text, compact_json, docstring, first_paragraph, py_str
 
+# dict first: the common case skips the slower ABC check
+_MAPPING = (dict, Mapping)
+
 __all__ = ["Definitions", "SchemaRenderer", "json_schema_to_py"]
 
 _MAX_DEPTH = 32
@@ -60,8 +63,8 @@ _ARRAY_HINTS = ("items", "prefixItems", "minItems", "maxItems", "uniqueItems")
 _STRING_HINTS = ("minLength", "maxLength", "pattern")
 _NUMBER_HINTS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
 _SHAPE_KEYS = frozenset(
-    ("type", "properties", "items", "$ref", "enum", "const", "oneOf", "anyOf", "allOf")
-    + ("additionalProperties",)
+    {"type", "properties", "items", "$ref", "enum", "const", "oneOf", "anyOf", "allOf"}
+    | {"additionalProperties"}
 )
 # (schema key, label) pairs shown in a field's comment: what a caller must respect.
 _CONSTRAINTS = (
@@ -79,6 +82,10 @@ _CONSTRAINTS = (
     ("maxItems", "maxItems"),
     ("uniqueItems", "uniqueItems"),
 )
+# a plain scalar schema: "type" names one of these and none of _SPECIAL appears
+_PLAIN = {k: _SCALARS[v] for k, v in _TYPE_NAMES.items() if v in _SCALARS}
+_SPECIAL = frozenset(("$ref", "allOf", "oneOf", "anyOf", "enum", "const", "nullable"))
+_CONSTRAINT_KEYS = frozenset(key for key, _ in _CONSTRAINTS)
 
 
 class Definitions:
@@ -154,7 +161,7 @@ class SchemaRenderer:
             return "Any"
         if node is True:
             return "JsonValue"
-        if not isinstance(node, Mapping):
+        if not isinstance(node, _MAPPING):
             self.notes.append(f"schema: {compact_json(node, 120)}")
             return "Any"
         if "$ref" in node:
@@ -246,7 +253,7 @@ class SchemaRenderer:
         shaped = "type" in base or "properties" in base
         members: list[str] = []
         for i, variant in enumerate(variants, 1):
-            if shaped and isinstance(variant, Mapping):
+            if shaped and isinstance(variant, _MAPPING):
                 variant = _merge(base, variant)
             members.append(self.type_of(variant, f"{hint}Option{i}", depth + 1))
         expr = _union(members)
@@ -261,23 +268,23 @@ class SchemaRenderer:
         merged: dict[str, Any] = {k: v for k, v in node.items() if k != "allOf"}
         for part in parts:
             target = part
-            if isinstance(part, Mapping) and isinstance(part.get("$ref"), str):
+            if isinstance(part, _MAPPING) and isinstance(part.get("$ref"), str):
                 target = self._resolve(part["$ref"])
-            if isinstance(target, Mapping):
+            if isinstance(target, _MAPPING):
                 if "allOf" in target and depth < _MAX_DEPTH:
                     target = self._merge_all(target, depth + 1)
                 merged = _merge(merged, target)
         return merged
 
     def _object(self, node: Mapping[str, Any], hint: str, depth: int, named: _Named | None) -> str:
-        props = node.get("properties")
+        props: Mapping[str, Any] = node.get("properties") or {}
         extra = node.get("additionalProperties")
-        has_props = isinstance(props, Mapping) and bool(props)
+        has_props = isinstance(props, _MAPPING) and bool(props)
         defs = self._defs
         # no properties: a dict, unless closed (then only {} fits: an empty TypedDict)
         if not has_props and not (extra is False and defs is not None):
             value = "JsonValue"
-            if isinstance(extra, Mapping):
+            if isinstance(extra, _MAPPING):
                 value = self.type_of(extra, hint + "Value", depth + 1)
             elif isinstance(node.get("patternProperties"), Mapping):
                 schemas = list(node["patternProperties"].values())
@@ -286,19 +293,26 @@ class SchemaRenderer:
         if defs is None:
             return "dict[str, Any]"  # a TypedDict needs a name: none outside the SDK
         required = node.get("required")
-        needed = {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
+        needed = (
+            {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
+        )
         keys = [k for k in props if isinstance(k, str)] if has_props else []
         keys.sort(key=lambda k: (k not in needed, k))
         fields: list[tuple[str, str, str]] = []
+        notes = self.notes
         for key in keys:
             sub = props[key]
-            mark = len(self.notes)
-            expr = self.type_of(sub, hint + pascal(key, "Field"), depth + 1)
+            mark = len(notes)
+            kind = sub.get("type") if type(sub) is dict else None
+            if type(kind) is str and kind in _PLAIN and _SPECIAL.isdisjoint(sub):
+                expr = _PLAIN[kind]  # the common case: skip the general path
+            else:
+                expr = self.type_of(sub, hint + pascal(key, "Field"), depth + 1)
             if key not in needed:
                 expr = f"NotRequired[{expr}]"
             fields.append((key, expr, _field_comment(sub, self._take_notes(mark))))
         doc = first_paragraph(node.get("description")) if named is not None else []
-        if isinstance(extra, Mapping) and extra:
+        if isinstance(extra, _MAPPING) and extra:
             value = self.type_of(extra, hint + "Value", depth + 1)
             doc.append(f"Other keys are allowed, each a {value}.")
         classic = all(is_field_identifier(k) for k in keys)
@@ -367,7 +381,7 @@ class SchemaRenderer:
             part = raw.replace("~1", "/").replace("~0", "~")
             if "%" in part:
                 part = unquote(part)
-            if isinstance(node, Mapping) and part in node:
+            if isinstance(node, _MAPPING) and part in node:
                 node = node[part]
             elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
                 node = node[int(part)]
@@ -376,6 +390,8 @@ class SchemaRenderer:
         return node
 
     def _take_notes(self, mark: int) -> list[str]:
+        if len(self.notes) == mark:
+            return []
         taken = list(dict.fromkeys(self.notes[mark:]))
         del self.notes[mark:]
         return taken
@@ -387,7 +403,7 @@ class SchemaRenderer:
 def _has_shape(schema: Any) -> bool:
     if isinstance(schema, bool):
         return True
-    return isinstance(schema, Mapping) and not _SHAPE_KEYS.isdisjoint(schema)
+    return isinstance(schema, _MAPPING) and not _SHAPE_KEYS.isdisjoint(schema)
 
 
 def _infer_type(node: Mapping[str, Any]) -> str:
@@ -406,7 +422,7 @@ def _merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in extra.items():
         old = merged.get(key)
-        if key == "properties" and isinstance(old, Mapping) and isinstance(value, Mapping):
+        if key == "properties" and isinstance(old, _MAPPING) and isinstance(value, _MAPPING):
             merged[key] = {**old, **value}
         elif key == "required" and isinstance(old, list) and isinstance(value, list):
             merged[key] = old + [r for r in value if r not in old]
@@ -429,13 +445,17 @@ def _union(members: list[str]) -> str:
 
 def _field_comment(schema: Any, notes: list[str]) -> str:
     parts: list[str] = []
-    if isinstance(schema, Mapping):
+    if isinstance(schema, _MAPPING):
         text = comment_text(schema.get("description"))
         if text:
             parts.append(text)
-        limits = [
-            f"{label} {compact_json(schema[key], 60)}" for key, label in _CONSTRAINTS if key in schema
-        ]
+        limits = []
+        if not _CONSTRAINT_KEYS.isdisjoint(schema):
+            limits = [
+                f"{label} {compact_json(schema[key], 60)}"
+                for key, label in _CONSTRAINTS
+                if key in schema
+            ]
         if schema.get("deprecated") is True:
             limits.append("deprecated")
         if limits:

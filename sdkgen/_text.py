@@ -52,6 +52,9 @@ def first_paragraph(text: object, limit: int = DESCRIPTION_LIMIT) -> list[str]:
     """
     if not isinstance(text, str) or not text:
         return []
+    if len(text) <= limit and text.isprintable():  # one clean line already
+        text = text.strip()
+        return [text] if text else []
     lines: list[str] = []
     size = 0
     for raw in text.splitlines():
@@ -110,6 +113,8 @@ def py_str(value: str) -> str:
 
 def compact_json(value: Any, limit: int = 200) -> str:
     """Compact JSON for a comment (ASCII, one line, capped); never raises."""
+    if type(value) is int and -(10**15) < value < 10**15:  # the common case, fast
+        return str(value)
     try:
         text = json.dumps(
             value, ensure_ascii=True, separators=(",", ":"), skipkeys=True, default=repr

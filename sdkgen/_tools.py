@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+# dict first: the common case skips the slower ABC check
+_MAPPING = (dict, Mapping)
+
 __all__ = ["coerce_tool", "iter_tools", "normalize_tool_schemas"]
 
 _PARAMETER_KEYS = ("parameters", "inputSchema", "input_schema")
@@ -19,11 +22,11 @@ _OUTPUT_KEYS = ("output", "outputSchema", "output_schema")
 
 def coerce_tool(entry: Any) -> dict[str, Any] | str:
     """The normalised schema of one entry, or why it is not a tool schema."""
-    if not isinstance(entry, Mapping):
+    if not isinstance(entry, _MAPPING):
         return f"expected an object, got {type(entry).__name__}"
     if entry.get("type") == "function" and "function" in entry:
         inner = entry["function"]
-        if not isinstance(inner, Mapping):
+        if not isinstance(inner, _MAPPING):
             return '"function" must be an object'
         entry = inner
     name = entry.get("name")
@@ -51,9 +54,9 @@ def coerce_tool(entry: Any) -> dict[str, Any] | str:
 
 def iter_tools(document: Any) -> Iterable[Any]:
     """The entries of a tool list, an MCP ``tools/list`` result or its JSON-RPC reply."""
-    if isinstance(document, Mapping):
+    if isinstance(document, _MAPPING):
         result = document.get("result")
-        if "tools" not in document and isinstance(result, Mapping):
+        if "tools" not in document and isinstance(result, _MAPPING):
             document = result
         tools = document.get("tools")
         return tools if isinstance(tools, list) else ()
@@ -73,9 +76,9 @@ def normalize_tool_schemas(document: Any) -> list[dict[str, Any]]:
         ValueError: the document is not one of these shapes, an entry is not a
             tool schema, or two tools share a name. The message says which.
     """
-    if isinstance(document, Mapping):
+    if isinstance(document, _MAPPING):
         inner = document.get("result")
-        if "tools" not in document and isinstance(inner, Mapping) and "tools" in inner:
+        if "tools" not in document and isinstance(inner, _MAPPING) and "tools" in inner:
             document = inner
         if not isinstance(document.get("tools"), list):
             keys = ", ".join(sorted(str(k) for k in document)[:8]) or "none"
@@ -84,9 +87,7 @@ def normalize_tool_schemas(document: Any) -> list[dict[str, Any]]:
                 f"(MCP tools/list result); got an object with keys: {keys}"
             )
     elif not isinstance(document, list):
-        raise ValueError(
-            f"expected a list of tool schemas, got {type(document).__name__}"
-        )
+        raise ValueError(f"expected a list of tool schemas, got {type(document).__name__}")
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
     for index, entry in enumerate(iter_tools(document)):

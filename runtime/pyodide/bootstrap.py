@@ -1,15 +1,15 @@
 """The in-Pyodide half of a ptc-runner worker: ``tools``, ``ToolCallError``, the run.
 
-``worker.js`` imports this module (before the memory snapshot is taken, so it is
+``worker.js`` imports this module before the memory snapshot is taken (so it is
 already loaded when a worker starts) and calls :func:`attach` with the function
-that writes one frame to the host. Every frame is one JSON object:
-
-worker -> host: ``ready``, then for the one run ``log`` / ``call`` frames and a
-final ``done``; host -> worker: one ``run``, then one ``answer`` per ``call``.
+that writes one frame to the host. The frames are those of ``runtime/_protocol.py``
+and the program semantics those of ``runtime/_bootstrap.py`` (the CPython
+worker); this file mirrors them with the standard library only, since neither
+orjson nor sockets exist inside Pyodide.
 
 Security warning: this module runs in the same interpreter as the untrusted
 program, which can patch it, read its state and forge any frame. It enforces
-nothing the host relies on; it only makes the honest path exact and fast.
+nothing the host relies on; the host checks every frame and every limit again.
 """
 
 from __future__ import annotations
@@ -17,25 +17,40 @@ from __future__ import annotations
 import ast
 import asyncio
 import builtins
+import io
+import itertools
 import json
 import linecache
 import math
 import sys
 import traceback
-from collections.abc import Callable, Coroutine
-from typing import Any, cast
+from collections.abc import Callable, Iterator
+from types import CodeType, TracebackType
+from typing import Any, NoReturn, cast
 
-PROGRAM_FILE = "<program>"
-_LOG_FLUSH_BYTES = 64 * 1024
+PROGRAM_FILENAME = "<program>"
+MAX_JSON_DEPTH = 255
 _INT_MIN = -(2**63)
 _INT_MAX = 2**64 - 1
-_MAX_DEPTH = 255
+_NOTHING_NAME = "__ptc_nothing__"
+_MAX_PARTIAL_CHARS = 1 << 16
+_LOG_BATCH_CHARS = 1 << 16
 
 Send = Callable[[str], object]
 
 
+class _Nothing:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<no result>"
+
+
+_NOTHING = _Nothing()
+
+
 class ToolCallError(Exception):
-    """A tool call failed; ``tool_name`` names the tool, ``message`` says why."""
+    """A tool call failed; ``tool_name`` and ``message`` say which and why."""
 
     def __init__(self, tool_name: str, message: str) -> None:
         super().__init__(tool_name, message)
@@ -46,21 +61,36 @@ class ToolCallError(Exception):
         return f"{self.tool_name}: {self.message}"
 
 
+ToolCallError.__module__ = "builtins"
+
+
+class _Finished(BaseException):
+    """Unwinds the program after the final frame was sent (a limit was hit)."""
+
+
+# --------------------------------------------------------------------------- json
+
+
+class NotJsonError(ValueError):
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{problem} at {path}")
+
+
 def check_json(value: object, path: str = "$", depth: int = 0) -> None:
-    """Raise ``TypeError`` unless ``value`` is lossless JSON (exact types, 64-bit ints)."""
-    if depth > _MAX_DEPTH:
-        raise TypeError(f"nested deeper than {_MAX_DEPTH} levels at {path}")
+    """Raise :class:`NotJsonError` unless ``value`` is lossless JSON."""
     kind = type(value)
-    if value is None or kind is bool or kind is str:
+    if kind is str or kind is bool or value is None:
         return
     if kind is int:
         if not _INT_MIN <= cast(int, value) <= _INT_MAX:
-            raise TypeError(f"integer out of 64-bit range at {path}")
+            raise NotJsonError(path, "integer does not fit in 64 bits")
         return
     if kind is float:
         if not math.isfinite(cast(float, value)):
-            raise TypeError(f"non-finite float at {path}")
+            raise NotJsonError(path, f"{value!r} is not a JSON number")
         return
+    if depth >= MAX_JSON_DEPTH:
+        raise NotJsonError(path, f"nesting deeper than {MAX_JSON_DEPTH} levels")
     if kind is list:
         for index, item in enumerate(cast("list[object]", value)):
             check_json(item, f"{path}[{index}]", depth + 1)
@@ -68,272 +98,407 @@ def check_json(value: object, path: str = "$", depth: int = 0) -> None:
     if kind is dict:
         for key, item in cast("dict[object, object]", value).items():
             if type(key) is not str:
-                raise TypeError(f"non-string key {key!r} at {path}")
-            check_json(item, f"{path}.{key}", depth + 1)
+                raise NotJsonError(path, f"key {key!r} is not a string")
+            check_json(item, f"{path}[{key!r}]", depth + 1)
         return
-    raise TypeError(f"{kind.__name__} is not JSON at {path}")
+    hint = " (use a list)" if kind is tuple else ""
+    raise NotJsonError(path, f"{kind.__name__} is not JSON{hint}")
 
 
 def dumps(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
-class _LogWriter:
-    """A text stream that turns writes into log lines, sent in batches."""
-
-    def __init__(self, channel: _Channel) -> None:
-        self._channel = channel
-        self._partial = ""
-
-    def write(self, text: str) -> int:
-        if type(text) is not str:
-            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
-        chunks = (self._partial + text).split("\n")
-        self._partial = chunks.pop()
-        for line in chunks:
-            self._channel.log(line)
-        return len(text)
-
-    def flush(self) -> None:
-        self._channel.flush_logs()
-
-    def finish(self) -> None:
-        if self._partial:
-            self._channel.log(self._partial)
-            self._partial = ""
-        self._channel.flush_logs()
-
-    def isatty(self) -> bool:
-        return False
-
-    def writable(self) -> bool:
-        return True
+# --------------------------------------------------------------------------- compile
 
 
-class _Channel:
-    """Frames to and from the host for the one run of this worker."""
+class _TopLevel(ast.NodeTransformer):
+    """Rewrite bare ``return`` to "no result" and reject ``yield`` at the top level."""
 
-    def __init__(self, send: Send) -> None:
-        self._send = send
-        self._nonce = ""
-        self._lines: list[str] = []
-        self._line_bytes = 0
-        self._next_id = 0
-        self._pending: dict[int, asyncio.Future[tuple[bool, Any, str]]] = {}
-        self.max_message_bytes = 1 << 20
-        self.max_output_bytes = 1 << 20
-        self.started = False
-        self.task: asyncio.Future[None] | None = None
+    def visit_Return(self, node: ast.Return) -> ast.Return:
+        if node.value is None:
+            node.value = ast.copy_location(ast.Name(id=_NOTHING_NAME, ctx=ast.Load()), node)
+        return node
 
-    def frame(self, frame_type: str, /, **fields: Any) -> None:
-        fields["t"] = frame_type
-        fields["n"] = self._nonce
-        self._send(dumps(fields))
+    def _yield(self, node: ast.Yield | ast.YieldFrom) -> NoReturn:
+        error = SyntaxError("'yield' is not allowed at the top level of the program")
+        error.filename = PROGRAM_FILENAME
+        error.lineno = node.lineno
+        error.offset = node.col_offset + 1
+        raise error
 
-    def log(self, line: str) -> None:
-        self._lines.append(line)
-        self._line_bytes += len(line) + 8
-        if self._line_bytes >= _LOG_FLUSH_BYTES:
-            self.flush_logs()
+    visit_Yield = _yield
+    visit_YieldFrom = _yield
 
-    def flush_logs(self) -> None:
-        if self._lines:
-            lines, self._lines, self._line_bytes = self._lines, [], 0
-            self.frame("log", lines=lines)
+    def _scope(self, node: ast.AST) -> ast.AST:
+        return node
 
-    async def call(self, tool_name: str, args: object) -> Any:
-        try:
-            check_json(args)
-            body = dumps(args)
-        except (TypeError, ValueError, RecursionError) as exc:
-            raise TypeError(
-                f"arguments of tools.{tool_name} are not lossless JSON: {exc}"
-            ) from None
-        if len(body.encode()) + len(tool_name) + 128 > self.max_message_bytes:
-            raise ValueError(f"arguments of tools.{tool_name} are larger than the message limit")
-        self.flush_logs()
-        self._next_id += 1
-        call_id = self._next_id
-        future: asyncio.Future[tuple[bool, Any, str]] = asyncio.get_event_loop().create_future()
-        self._pending[call_id] = future
-        self.frame("call", id=call_id, tool=tool_name, args=args)
-        try:
-            ok, value, message = await future
-        finally:
-            self._pending.pop(call_id, None)
-        if not ok:
-            raise ToolCallError(tool_name, message)
-        return value
-
-    def receive(self, text: str) -> None:
-        message = json.loads(text)
-        kind = message.get("t")
-        if kind == "answer":
-            future = self._pending.get(message.get("id"))
-            if future is not None and not future.done():
-                future.set_result(
-                    (
-                        message.get("ok") is True,
-                        message.get("value"),
-                        str(message.get("message", "")),
-                    )
-                )
-        elif kind == "run" and not self.started:
-            self.started = True
-            self._nonce = str(message["nonce"])
-            self.max_message_bytes = int(message["max_message_bytes"])
-            self.max_output_bytes = int(message["max_output_bytes"])
-            names = [str(name) for name in message["tools"]]
-            self.task = asyncio.ensure_future(_run(self, str(message["code"]), names))
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = _scope
 
 
-def _make_binding(channel: _Channel, tool_name: str) -> Callable[..., Coroutine[Any, Any, Any]]:
-    async def binding(args: object = None, /, **kwargs: object) -> Any:
-        if kwargs:
-            if args is not None:
-                raise TypeError(
-                    f"tools.{tool_name}() takes one argument dict or keywords, not both"
-                )
+def compile_program(code: str) -> CodeType:
+    """Compile ``code`` as the body of an ``async def`` named ``<module>``."""
+    tree = ast.parse(code, PROGRAM_FILENAME, "exec")
+    body = tree.body
+    hoisted: list[ast.stmt] = []
+    while body and isinstance(body[0], ast.ImportFrom) and body[0].module == "__future__":
+        hoisted.append(body.pop(0))
+    transformer = _TopLevel()
+    body = [transformer.visit(statement) for statement in body]
+    last_line = body[-1].end_lineno or 1 if body else 1
+    tail = ast.Return(value=ast.Name(id=_NOTHING_NAME, ctx=ast.Load()))
+    body.append(ast.fix_missing_locations(ast.copy_location(tail, ast.Pass(lineno=last_line))))
+    function = ast.AsyncFunctionDef(
+        name="<module>",
+        args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
+        body=body,
+        decorator_list=[],
+        returns=None,
+        type_comment=None,
+        lineno=1,
+        col_offset=0,
+    )
+    module = ast.Module(body=[*hoisted, function], type_ignores=[])
+    ast.fix_missing_locations(module)
+    return compile(module, PROGRAM_FILENAME, "exec", dont_inherit=True)
+
+
+def _trim_traceback(tb: TracebackType | None) -> TracebackType | None:
+    kept: list[TracebackType] = []
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == PROGRAM_FILENAME:
+            kept.append(tb)
+        tb = tb.tb_next
+    for current, following in itertools.pairwise(kept):
+        current.tb_next = following
+    if kept:
+        kept[-1].tb_next = None
+        return kept[0]
+    return None
+
+
+def format_program_exception(exc: BaseException) -> str:
+    """The traceback of ``exc`` in the program's own lines, runtime frames removed."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        current.__traceback__ = _trim_traceback(current.__traceback__)
+        pending.extend((current.__cause__, current.__context__))
+    return "".join(traceback.format_exception(exc)).rstrip("\n")
+
+
+def syntax_message(exc: SyntaxError) -> str:
+    where = f"line {exc.lineno}" if exc.lineno else "unknown line"
+    if exc.offset:
+        where += f", column {exc.offset}"
+    detail = "".join(traceback.format_exception_only(exc)).rstrip("\n")
+    return f"SyntaxError at {where}: {exc.msg}\n{detail}"
+
+
+def _memory_message() -> str:
+    return "MemoryError: the program ran out of memory (it hit the worker's memory limit)"
+
+
+# --------------------------------------------------------------------------- tools
+
+
+class _Binding:
+    __slots__ = ("_name", "_run")
+
+    def __init__(self, run: _Run, name: str) -> None:
+        self._run = run
+        self._name = name
+
+    def __call__(self, args: Any = None, /, **kwargs: Any) -> asyncio.Future[Any]:
+        if args is None:
             args = kwargs
-        return await channel.call(tool_name, {} if args is None else args)
+        elif kwargs:
+            raise TypeError(
+                f"tools[{self._name!r}]() takes one dict of arguments or keyword arguments, not both"
+            )
+        return self._run.call(self._name, args)
 
-    binding.__name__ = binding.__qualname__ = tool_name
-    return binding
+    def __repr__(self) -> str:
+        return f"<tool {self._name!r}>"
 
 
 class Tools:
-    """The program's ``tools`` object: ``await tools.name(args)`` or ``tools["name"](args)``."""
+    """The program's ``tools`` object: ``tools.name(...)`` or ``tools["any-name"](...)``."""
 
     __slots__ = ("_bindings",)
-    _bindings: dict[str, Callable[..., Coroutine[Any, Any, Any]]]
+    _bindings: dict[str, _Binding]
 
-    def __init__(self, bindings: dict[str, Callable[..., Coroutine[Any, Any, Any]]]) -> None:
-        object.__setattr__(self, "_bindings", bindings)
+    def __init__(self, bindings: dict[str, _Binding]) -> None:
+        self._bindings = bindings
 
-    def __getattr__(self, name: str) -> Callable[..., Coroutine[Any, Any, Any]]:
+    def _missing(self, name: object) -> str:
+        names = ", ".join(sorted(self._bindings)) or "(none)"
+        return f"no tool named {name!r}; available tools: {names}"
+
+    def __getattr__(self, name: str) -> _Binding:
         try:
             return self._bindings[name]
         except KeyError:
-            raise AttributeError(f"no tool named {name!r}") from None
+            raise AttributeError(self._missing(name)) from None
 
-    def __getitem__(self, name: str) -> Callable[..., Coroutine[Any, Any, Any]]:
+    def __getitem__(self, name: str) -> _Binding:
         try:
             return self._bindings[name]
-        except KeyError:
-            raise KeyError(f"no tool named {name!r}") from None
+        except (KeyError, TypeError):
+            raise KeyError(self._missing(name)) from None
 
     def __contains__(self, name: object) -> bool:
         return name in self._bindings
 
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._bindings))
+
+    def __len__(self) -> int:
+        return len(self._bindings)
+
     def __dir__(self) -> list[str]:
-        return sorted(self._bindings)
+        return sorted(name for name in self._bindings if name.isidentifier())
 
     def __repr__(self) -> str:
         return f"<tools: {', '.join(sorted(self._bindings))}>"
 
 
-def compile_program(code: str) -> Any:
-    """Compile ``code`` as the body of ``async def __ptc_main__()``; raise ``SyntaxError``."""
-    tree = ast.parse(code, PROGRAM_FILE, "exec")
-    main = ast.AsyncFunctionDef(
-        name="__ptc_main__",
-        args=ast.arguments(
-            posonlyargs=[],
-            args=[],
-            vararg=None,
-            kwonlyargs=[],
-            kw_defaults=[],
-            kwarg=None,
-            defaults=[],
-        ),
-        body=tree.body or [ast.Pass()],
-        decorator_list=[],
-        returns=None,
-        type_comment=None,
-    )
-    stray = _top_level_yield(tree)
-    if stray is not None:
-        where = (PROGRAM_FILE, stray.lineno, stray.col_offset + 1, None)
-        raise SyntaxError("'yield' outside function", where)
-    module = ast.Module(body=[main], type_ignores=[])
-    ast.copy_location(main, tree.body[0] if tree.body else main)
-    ast.fix_missing_locations(module)
-    return compile(module, PROGRAM_FILE, "exec", dont_inherit=True)
+# --------------------------------------------------------------------------- channel
 
 
-def _top_level_yield(tree: ast.Module) -> ast.expr | None:
-    """The first ``yield`` of the program body itself (it would make main a generator)."""
-    stack: list[ast.AST] = list(reversed(tree.body))
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Yield | ast.YieldFrom):
-            return node
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
-            continue
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
-    return None
+class _LogWriter(io.TextIOBase):
+    """``sys.stdout``/``sys.stderr`` of the program: complete lines become log frames."""
+
+    def __init__(self, run: _Run) -> None:
+        super().__init__()
+        self._run = run
+        self._partial: list[str] = []
+        self._partial_chars = 0
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return "utf-8"
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if type(text) is not str:
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        size = len(text)
+        self._run.count_output(size)
+        if "\n" in text:
+            head, _, tail = text.rpartition("\n")
+            if self._partial:
+                head = "".join(self._partial) + head
+                self._partial.clear()
+                self._partial_chars = 0
+            self._run.log(head)
+            if tail:
+                self._partial.append(tail)
+                self._partial_chars = len(tail)
+        elif text:
+            self._partial.append(text)
+            self._partial_chars += size
+            if self._partial_chars > _MAX_PARTIAL_CHARS:
+                self.drain()
+        return size
+
+    def drain(self) -> None:
+        """Send a pending partial line as a line of its own, then every batched line."""
+        if self._partial:
+            text = "".join(self._partial)
+            self._partial.clear()
+            self._partial_chars = 0
+            self._run.log(text)
+        self._run.flush_logs()
 
 
-def format_exception(exc: BaseException) -> str:
-    """Type, message and the traceback frames that are the program's own."""
-    frames = [
-        frame for frame in traceback.extract_tb(exc.__traceback__) if frame.filename == PROGRAM_FILE
-    ]
-    parts = (
-        ["Traceback (most recent call last):\n", *traceback.format_list(frames)] if frames else []
-    )
-    parts.extend(traceback.format_exception_only(type(exc), exc))
-    return "".join(parts).rstrip("\n")
+class _Run:
+    """One program run: the channel, the pending tool calls and the limits."""
+
+    def __init__(self, send: Send, frame: dict[str, Any]) -> None:
+        self._send = send
+        self.max_output = int(frame["max_output_bytes"])
+        self.max_message = int(frame["max_message_bytes"])
+        self.max_calls = int(frame["max_tool_calls"])
+        self.output = 0
+        self.calls = 0
+        self.finished = False
+        self.pending: dict[int, tuple[asyncio.Future[Any], str]] = {}
+        self.lines: list[str] = []
+        self.line_chars = 0
+        self.writer = _LogWriter(self)
+
+    def send(self, frame: dict[str, Any]) -> None:
+        if not self.finished:
+            self._send(dumps(frame))
+
+    def finish(self, frame: dict[str, Any]) -> None:
+        """Send the final frame; the host kills the worker when it reads it."""
+        self.flush_logs()
+        self.send(frame)
+        self.finished = True
+
+    def fail(self, kind: str, message: str) -> NoReturn:
+        self.writer.drain()
+        self.finish({"type": "error", "kind": kind, "message": message})
+        raise _Finished
+
+    def count_output(self, size: int) -> None:
+        self.output += size
+        if self.output > self.max_output:
+            self.fail("output_limit", f"the program's output exceeded {self.max_output} bytes")
+
+    def log(self, text: str) -> None:
+        # The host's frame limit is in bytes; 4 bytes per character bounds UTF-8.
+        step = max(1, self.max_message // 8)
+        if len(text) > step:
+            for start in range(0, len(text), step):
+                self.log(text[start : start + step])
+            return
+        if self.line_chars + len(text) > min(_LOG_BATCH_CHARS, step):
+            self.flush_logs()
+        self.lines.append(text)
+        self.line_chars += len(text) + 1
+
+    def flush_logs(self) -> None:
+        if self.lines:
+            text = "\n".join(self.lines)
+            self.lines.clear()
+            self.line_chars = 0
+            self.send({"type": "log", "text": text.encode("utf-8", "backslashreplace").decode()})
+
+    def call(self, name: str, args: Any) -> asyncio.Future[Any]:
+        try:
+            check_json(args)
+            self.calls += 1
+            call_id = self.calls
+            data = dumps({"type": "call", "id": call_id, "name": name, "args": args})
+        except (NotJsonError, ValueError, RecursionError) as exc:
+            raise TypeError(f"arguments of tool {name!r} are not JSON: {exc}") from None
+        if call_id > self.max_calls:
+            self.fail("tool_call_limit", f"the program made more than {self.max_calls} tool calls")
+        size = len(data.encode())
+        if size > self.max_message:
+            raise ToolCallError(
+                name, f"arguments are {size} bytes, over the limit of {self.max_message}"
+            )
+        future: asyncio.Future[Any] = asyncio.get_event_loop().create_future()
+        self.pending[call_id] = (future, name)
+        self.writer.drain()
+        if not self.finished:
+            self._send(data)
+        return future
+
+    def answer(self, frame: dict[str, Any]) -> None:
+        entry = self.pending.pop(frame["id"], None)
+        if entry is None or entry[0].done():
+            return
+        future, name = entry
+        if frame["ok"]:
+            future.set_result(frame["value"])
+        else:
+            future.set_exception(ToolCallError(name, frame["message"]))
+
+    def report(self, value: Any) -> None:
+        self.writer.drain()
+        if value is _NOTHING:
+            self.finish({"type": "done"})
+            return
+        try:
+            check_json(value)
+            data = dumps({"type": "done", "result": value})
+        except (NotJsonError, ValueError, RecursionError) as exc:
+            message = f"TypeError: the program's return value is not lossless JSON: {exc}"
+            self.finish({"type": "error", "kind": "exception", "message": message})
+            return
+        size = len(data.encode())
+        if size > self.max_message or self.output + size > self.max_output:
+            message = f"the program's result ({size} bytes) exceeds the output limit"
+            self.finish({"type": "error", "kind": "output_limit", "message": message})
+            return
+        self._send(data)
+        self.finished = True
 
 
-async def _run(channel: _Channel, code: str, tool_names: list[str]) -> None:
-    writer = _LogWriter(channel)
-    sys.stdout = sys.stderr = writer
-    linecache.cache[PROGRAM_FILE] = (len(code), None, code.splitlines(True), PROGRAM_FILE)
+async def _execute(run: _Run, code: str, tool_names: list[str]) -> None:
+    tools = Tools({name: _Binding(run, name) for name in tool_names})
+    sys.stdout = sys.stderr = run.writer
+    linecache.cache[PROGRAM_FILENAME] = (len(code), None, code.splitlines(True), PROGRAM_FILENAME)
     try:
-        program = compile_program(code)
-    except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError) as exc:
-        writer.finish()
-        kind = "memory" if isinstance(exc, MemoryError) else "syntax"
-        channel.frame("done", ok=False, kind=kind, message=format_exception(exc))
+        compiled = compile_program(code)
+    except SyntaxError as exc:
+        run.finish({"type": "error", "kind": "syntax", "message": syntax_message(exc)})
         return
-    tools = Tools({name: _make_binding(channel, name) for name in tool_names})
+    except MemoryError:
+        message = "MemoryError: the program is too large to compile"
+        run.finish({"type": "error", "kind": "memory", "message": message})
+        return
+    except RecursionError:
+        message = "SyntaxError: the program is nested too deeply to compile"
+        run.finish({"type": "error", "kind": "syntax", "message": message})
+        return
     namespace: dict[str, Any] = {
         "__name__": "__main__",
         "__builtins__": builtins,
         "tools": tools,
         "ToolCallError": ToolCallError,
+        _NOTHING_NAME: _NOTHING,
     }
     try:
-        exec(program, namespace)
-        main = namespace.pop("__ptc_main__")
-        result = await main()
-        writer.finish()
-        if result is None:
-            channel.frame("done", ok=True, has_result=False, result=None)
+        exec(compiled, namespace)
+        main = namespace.pop("<module>")
+        value = await main()
+    except _Finished:
+        return
+    except MemoryError:
+        if not run.finished:
+            run.finish({"type": "error", "kind": "memory", "message": _memory_message()})
+        return
+    except BaseException as exc:  # the program's failure, whatever it raised
+        if run.finished:
             return
         try:
-            check_json(result)
-            size = len(dumps(result).encode())
-        except (TypeError, ValueError, RecursionError) as exc:
-            message = f"TypeError: the return value is not lossless JSON: {exc}"
-            channel.frame("done", ok=False, kind="exception", message=message)
-            return
-        if size + 1024 > min(channel.max_message_bytes, channel.max_output_bytes):
-            message = f"the return value ({size} bytes) is larger than the output limit"
-            channel.frame("done", ok=False, kind="output_limit", message=message)
-            return
-        channel.frame("done", ok=True, has_result=True, result=result)
-    except BaseException as exc:  # the program's own failure is data
-        writer.finish()
-        kind = "memory" if isinstance(exc, MemoryError) else "exception"
-        if isinstance(exc, SyntaxError) and exc.filename == PROGRAM_FILE:
-            kind = "syntax"
-        channel.frame("done", ok=False, kind=kind, message=format_exception(exc))
+            message = format_program_exception(exc)
+        except MemoryError:
+            message = _memory_message()
+        run.writer.drain()
+        run.finish({"type": "error", "kind": "exception", "message": message})
+        return
+    if not run.finished:
+        run.report(value)
 
 
-def attach(send: Send, version: str) -> Callable[[str], None]:
-    """Announce readiness through ``send`` and return the handler for host frames."""
-    channel = _Channel(send)
-    channel.frame("ready", version=str(version))
-    return channel.receive
+class _Worker:
+    """Routes host frames: one ``run``, then ``answer`` frames for its calls."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.run: _Run | None = None
+        self.task: asyncio.Future[None] | None = None
+
+    def receive(self, text: str) -> None:
+        frame = json.loads(text)
+        kind = frame.get("type")
+        if kind == "answer" and self.run is not None:
+            self.run.answer(frame)
+        elif kind == "run" and self.run is None:
+            self.run = _Run(self._send, frame)
+            names = [str(name) for name in frame["tools"]]
+            self.task = asyncio.ensure_future(_execute(self.run, str(frame["code"]), names))
+
+
+def attach(send: Send, layers: str) -> Callable[[str], None]:
+    """Send the ``ready`` frame through ``send``; return the handler for host frames.
+
+    ``layers`` is the JSON list of ``[name, active, detail]`` triples the host
+    shows as this worker's isolation layers.
+    """
+    worker = _Worker(send)
+    send(dumps({"type": "ready", "layers": json.loads(layers)}))
+    return worker.receive

@@ -104,7 +104,11 @@ async function serve(assets, snapshotPath) {
       }
     };
   }
-  const onFrame = boot.attach(sendFrame, pyodide.version);
+  const layers = [
+    ["wasm", true, `CPython in Pyodide ${pyodide.version} (WebAssembly)`],
+    ["deno-permissions", true, `Deno ${Deno.version.deno}: read-only assets; no net, run, env, write, ffi or sys`],
+  ];
+  const onFrame = boot.attach(sendFrame, JSON.stringify(layers));
   for await (const text of readFrames()) {
     onFrame(text);
   }

@@ -77,7 +77,9 @@ async def main() -> None:
         reg = _registry(listeners)
         await _round(reg)  # warm-up
         samples = [await _round(reg) for _ in range(ROUNDS)]
-        label = f"{listeners} listener set(s)" + (" (pre+guard+post+observer each)" if listeners else "")
+        label = f"{listeners} listener set(s)" + (
+            " (pre+guard+post+observer each)" if listeners else ""
+        )
         print(f"  {label:<45} {statistics.median(samples):7.1f} µs/call")
 
 

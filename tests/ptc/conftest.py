@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
+from ptc.testing import InProcessRuntime
 from registry import (
     ToolDefinition,
     ToolError,
@@ -17,7 +18,6 @@ from registry import (
     ToolRunContext,
 )
 from runtime import Runtime
-from ptc.testing import InProcessRuntime
 
 
 @dataclass
@@ -29,6 +29,20 @@ class Recorder:
     peak: int = 0
     cleanups: int = 0
     gates: dict[str, anyio.Event] = field(default_factory=dict)
+    waiters: list[tuple[int, anyio.Event]] = field(default_factory=list)
+
+    def when_running(self, count: int) -> anyio.Event:
+        """An event set once ``count`` tool bodies are running at the same time."""
+        event = anyio.Event()
+        self.waiters.append((count, event))
+        return event
+
+    def _started(self) -> None:
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        for count, event in self.waiters:
+            if self.running >= count:
+                event.set()
 
     def gate(self, key: str) -> anyio.Event:
         if key not in self.gates:
@@ -43,8 +57,7 @@ def make_tools(recorder: Recorder) -> ToolRegistry:
     async def read(args: dict[str, Any], ctx: ToolRunContext) -> str:
         key = args["key"]
         recorder.log.append(("start", "read", key))
-        recorder.running += 1
-        recorder.peak = max(recorder.peak, recorder.running)
+        recorder._started()
         try:
             if "gate" in args:
                 await recorder.gate(args["gate"]).wait()
@@ -58,8 +71,7 @@ def make_tools(recorder: Recorder) -> ToolRegistry:
 
     async def write(args: dict[str, Any], ctx: ToolRunContext) -> dict[str, Any]:
         recorder.log.append(("start", "write", args["key"]))
-        recorder.running += 1
-        recorder.peak = max(recorder.peak, recorder.running)
+        recorder._started()
         try:
             await anyio.sleep(args.get("delay", 0))
         finally:
@@ -117,7 +129,11 @@ def make_tools(recorder: Recorder) -> ToolRegistry:
         ToolDefinition(
             name="ctx_tool",
             description="Defers a context.",
-            parameters={"type": "object", "properties": {"note": {"type": "string"}}, "required": ["note"]},
+            parameters={
+                "type": "object",
+                "properties": {"note": {"type": "string"}},
+                "required": ["note"],
+            },
             output=ToolOutput(schema={"type": "integer"}),
             execute=ctx_tool,
             concurrency_safe=True,

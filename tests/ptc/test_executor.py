@@ -27,7 +27,9 @@ from .conftest import Recorder
 pytestmark = pytest.mark.anyio
 
 
-def executor(reg: ToolRegistry, rt: Runtime | None = None, **kwargs: Any) -> tuple[CodeExecutor, list[dict[str, Any]]]:
+def executor(
+    reg: ToolRegistry, rt: Runtime | None = None, **kwargs: Any
+) -> tuple[CodeExecutor, list[dict[str, Any]]]:
     events: list[dict[str, Any]] = []
     ex = CodeExecutor(reg, runtime=rt or InProcessRuntime(), on_event=events.append, **kwargs)
     return ex, events
@@ -47,7 +49,9 @@ async def test_run_code_returns_logs_and_result(tools: ToolRegistry, any_runtime
     assert r.content[0]["text"] == 'got value-of-a\n{\n  "v": "value-of-a",\n  "n": 2\n}'
 
 
-async def test_result_absent_when_program_returns_nothing(tools: ToolRegistry, any_runtime: Runtime) -> None:
+async def test_result_absent_when_program_returns_nothing(
+    tools: ToolRegistry, any_runtime: Runtime
+) -> None:
     ex, _ = executor(tools, any_runtime)
     r = await ex.run_code("print('only a line')")
     assert r.value == {"logs": ["only a line"]}
@@ -89,7 +93,9 @@ async def test_syntax_error_kind(tools: ToolRegistry, any_runtime: Runtime) -> N
     assert r.is_error and r.error.message.startswith("code run failed (syntax): ")
 
 
-async def test_tool_failure_reaches_program_as_tool_call_error(tools: ToolRegistry, any_runtime: Runtime) -> None:
+async def test_tool_failure_reaches_program_as_tool_call_error(
+    tools: ToolRegistry, any_runtime: Runtime
+) -> None:
     ex, _ = executor(tools, any_runtime)
     r = await ex.run_code(
         "try:\n"
@@ -124,7 +130,9 @@ async def test_safe_calls_overlap_up_to_the_limit(tools: ToolRegistry, recorder:
 
 async def test_serial_when_limit_is_one(tools: ToolRegistry, recorder: Recorder) -> None:
     ex, _ = executor(tools, max_parallel_sub_calls=1)
-    await ex.run_code("import asyncio\nawait asyncio.gather(*[tools.read({'key': str(i)}) for i in range(4)])")
+    await ex.run_code(
+        "import asyncio\nawait asyncio.gather(*[tools.read({'key': str(i)}) for i in range(4)])"
+    )
     assert recorder.peak == 1
     assert [e for e, _, _ in recorder.log] == ["start", "end"] * 4
 
@@ -133,9 +141,10 @@ async def test_parallel_calls_really_overlap(tools: ToolRegistry, recorder: Reco
     # Two reads wait on gates that only a third, later read opens: serial execution would deadlock.
     ex, _ = executor(tools, max_parallel_sub_calls=10, limits=Limits(timeout=5))
 
+    both_running = recorder.when_running(2)
+
     async def opener() -> None:
-        while len([e for e in recorder.log if e[0] == "start"]) < 2:
-            await anyio.sleep(0.001)
+        await both_running.wait()
         recorder.gate("g").set()
 
     async with anyio.create_task_group() as tg:
@@ -265,7 +274,9 @@ async def test_policy_denial_reaches_program(tools: ToolRegistry) -> None:
     assert settle["error"]["info"]["code"] == "TOOL_DENIED"
 
 
-async def test_inner_calls_get_the_outer_token_as_parent_and_approval_runs(tools: ToolRegistry) -> None:
+async def test_inner_calls_get_the_outer_token_as_parent_and_approval_runs(
+    tools: ToolRegistry,
+) -> None:
     seen: list[ToolExecution] = []
     asked: list[str] = []
 
@@ -319,8 +330,11 @@ def test_run_code_name_is_reserved(tools: ToolRegistry) -> None:
     with pytest.raises(RegistrationError):
         tools.register(
             ToolDefinition(
-                name="run_code", description="", parameters={"type": "object"},
-                output=ToolOutput(schema={}), execute=body,
+                name="run_code",
+                description="",
+                parameters={"type": "object"},
+                output=ToolOutput(schema={}),
+                execute=body,
             )
         )
     with pytest.raises(RestrictionError):
@@ -330,7 +344,9 @@ def test_run_code_name_is_reserved(tools: ToolRegistry) -> None:
 # ----------------------------------------------------------------------------- settlement
 
 
-async def test_timeout_settles_in_flight_and_drops_queued(tools: ToolRegistry, recorder: Recorder) -> None:
+async def test_timeout_settles_in_flight_and_drops_queued(
+    tools: ToolRegistry, recorder: Recorder
+) -> None:
     ex, events = executor(tools, max_parallel_sub_calls=1, limits=Limits(timeout=0.2))
     r = await ex.run_code(
         "import asyncio\nawait asyncio.gather(*[tools.read({'key': str(i), 'delay': 30}) for i in range(3)])",
@@ -350,9 +366,10 @@ async def test_cancellation_settles_every_sub_call(tools: ToolRegistry, recorder
     ex, events = executor(tools)
     signal = AbortSignal()
 
+    all_running = recorder.when_running(3)
+
     async def abort_when_running() -> None:
-        while recorder.running < 3:
-            await anyio.sleep(0.001)
+        await all_running.wait()
         signal.abort("user pressed stop")
 
     async with anyio.create_task_group() as tg:
@@ -389,13 +406,19 @@ async def test_code_mode_routes_direct_calls_back_to_run_code(tools: ToolRegistr
     assert [e["type"] for e in events] == ["tool/call", "tool/result"]
 
 
-async def test_both_mode_runs_native_and_code_calls_in_order(tools: ToolRegistry, recorder: Recorder) -> None:
+async def test_both_mode_runs_native_and_code_calls_in_order(
+    tools: ToolRegistry, recorder: Recorder
+) -> None:
     ex, _ = executor(tools, mode="both")
     batch = await ex.execute(
         [
             ModelCall(call_id="1", name="read", arguments={"key": "n1", "delay": 0.01}),
             ModelCall(call_id="2", name="read", arguments={"key": "n2"}),
-            ModelCall(call_id="3", name="run_code", arguments={"code": "return await tools.read({'key': 'p'})", "description": "d"}),
+            ModelCall(
+                call_id="3",
+                name="run_code",
+                arguments={"code": "return await tools.read({'key': 'p'})", "description": "d"},
+            ),
             ModelCall(call_id="4", name="ctx_tool", arguments={"note": "z"}),
         ]
     )
@@ -412,9 +435,15 @@ async def test_native_mode_has_no_run_code(tools: ToolRegistry) -> None:
     d = ex.describe()
     assert d["sections"] == {}
     assert [t["name"] for t in d["tools"]] == ["ctx_tool", "fail", "read", "write"]
-    batch = await ex.execute([ModelCall(call_id="1", name="run_code", arguments={"code": "return 1", "description": ""})])
+    batch = await ex.execute(
+        [ModelCall(call_id="1", name="run_code", arguments={"code": "return 1", "description": ""})]
+    )
     result = batch.results[0].result
-    assert result.is_error and result.error.info is not None and result.error.info.code == "UNKNOWN_TOOL"
+    assert (
+        result.is_error
+        and result.error.info is not None
+        and result.error.info.code == "UNKNOWN_TOOL"
+    )
 
 
 def test_describe_code_mode(tools: ToolRegistry) -> None:

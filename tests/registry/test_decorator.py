@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 import threading
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import (
@@ -472,7 +473,7 @@ def test_rest_and_numpy_docstrings() -> None:
         "b": "Two numbers.",
     }
     assert numpy.description == "Fetch a page.\n\nNotes\n-----\nSlow."
-    assert numpy.returns == "str The body."
+    assert numpy.returns == "The body."
 
 
 def test_explicit_description_and_annotated_description_win() -> None:
@@ -576,18 +577,39 @@ def test_non_functions_and_generators_are_rejected() -> None:
     assert "expected a function" in _problem(_Plain)
 
 
-def test_bad_return_annotations_are_rejected() -> None:
+def test_bad_return_annotation_is_rejected() -> None:
     async def blob() -> bytes:
         return b""
-
-    def deferred() -> Awaitable[int]:
-        raise NotImplementedError
 
     assert (
         _problem(blob)
         == "the return annotation: bytes is not JSON; use str (for example base64 text)"
     )
-    assert "async def" in _problem(deferred)
+
+
+async def _increment(n: int) -> int:
+    return n + 1
+
+
+@pytest.mark.anyio
+async def test_sync_function_returning_an_awaitable_is_awaited() -> None:
+    registry = ToolRegistry()
+
+    @registry.tool
+    @functools.wraps(_increment)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:  # a decorator unaware of async
+        return _increment(*args, **kwargs)
+
+    @registry.tool
+    def deferred(n: int) -> Awaitable[int]:
+        return _increment(n)
+
+    definition = registry.get("deferred")
+    assert definition is not None and definition.output.schema == {"type": "integer"}
+    for name in ("_increment", "deferred"):
+        result = await _run(registry, name, {"n": 1})
+        assert isinstance(result, ToolSuccess), name
+        assert result.value == 2
 
 
 def test_literal_of_a_non_json_value_is_rejected() -> None:
@@ -664,6 +686,24 @@ async def test_arguments_stay_json_shaped_and_defaults_apply() -> None:
     assert result.value == 1
     assert received == [([{"x": 1, "y": 2}], 2.0, None)]
     assert type(received[0][0]) is list and type(received[0][0][0]) is dict
+
+
+@pytest.mark.anyio
+async def test_integral_floats_become_ints_where_an_int_is_promised() -> None:
+    received: list[Any] = []
+    registry = ToolRegistry()
+
+    @registry.tool
+    async def count(n: int, maybe: int | None, either: float | int, points: list[Point]) -> None:
+        received.append((n, maybe, either, points))
+
+    arguments = {"n": 2.0, "maybe": 3.0, "either": 4.0, "points": [{"x": 1.0, "y": 2}]}
+    result = await _run(registry, "count", arguments)
+    assert isinstance(result, ToolSuccess), result
+    [(n, maybe, either, points)] = received
+    assert (type(n), type(maybe), type(either)) == (int, int, float)
+    assert (n, maybe, either) == (2, 3, 4.0)
+    assert points == [{"x": 1, "y": 2}] and type(points[0]["x"]) is int
 
 
 @pytest.mark.anyio

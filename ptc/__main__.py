@@ -1,0 +1,5 @@
+"""``python -m ptc`` runs the ``ptc`` command line."""
+
+from ._cli import main
+
+main()

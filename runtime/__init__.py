@@ -1,0 +1,32 @@
+"""Isolated workers that run a model-written program: the :class:`Runtime` backends.
+
+``runtime`` imports nothing of ``registry``, ``sdkgen`` or ``ptc``.
+"""
+
+from ._base import CallTool as CallTool
+from ._base import CancelSignal as CancelSignal
+from ._base import FailureKind as FailureKind
+from ._base import Limits as Limits
+from ._base import RunOutcome as RunOutcome
+from ._base import Runtime as Runtime
+from ._base import ToolAnswer as ToolAnswer
+from ._exceptions import RuntimeBackendError as RuntimeBackendError
+from ._exceptions import RuntimeUnavailableError as RuntimeUnavailableError
+from ._exceptions import WorkerStartError as WorkerStartError
+from ._registry import get_runtime as get_runtime
+from ._subprocess import SubprocessRuntime as SubprocessRuntime
+
+__all__ = [
+    "CallTool",
+    "CancelSignal",
+    "FailureKind",
+    "Limits",
+    "RunOutcome",
+    "Runtime",
+    "RuntimeBackendError",
+    "RuntimeUnavailableError",
+    "SubprocessRuntime",
+    "ToolAnswer",
+    "WorkerStartError",
+    "get_runtime",
+]

@@ -1,0 +1,92 @@
+"""Host side of a worker's run channel: bounded frame I/O on a non-blocking socket."""
+
+from __future__ import annotations
+
+import socket
+from collections import deque
+
+import anyio
+import anyio.lowlevel
+
+from ._protocol import FrameDecoder
+
+__all__ = ["ChannelClosed", "FrameChannel"]
+
+_MIN_RECV = 1 << 16
+_MAX_RECV = 1 << 20
+# Frames already buffered are handed out without touching the event loop; give
+# it (and cancellation) a turn every so many so a flooding worker cannot starve it.
+_FRAMES_PER_CHECKPOINT = 64
+
+
+class ChannelClosed(Exception):
+    """The worker's end of the channel is gone."""
+
+
+class FrameChannel:
+    """Length-prefixed frames over a socket the worker holds the other end of.
+
+    The socket is owned by the caller (closed by it); this only reads and writes.
+    Reads never allocate more than one bounded frame ahead.
+    """
+
+    __slots__ = ("_decoder", "_eof", "_frames", "_send_lock", "_since_checkpoint", "_sock")
+
+    def __init__(self, sock: socket.socket, max_frame_bytes: int) -> None:
+        sock.setblocking(False)
+        self._sock = sock
+        self._decoder = FrameDecoder(max_frame_bytes)
+        self._frames: deque[bytes] = deque()
+        self._eof = False
+        self._send_lock = anyio.Lock(fast_acquire=True)
+        self._since_checkpoint = 0
+
+    async def receive(self) -> bytes | None:
+        """Return the next frame payload, or ``None`` once the worker closed its end.
+
+        Raises:
+            ProtocolError: the worker announced a frame over the size limit.
+        """
+        frames = self._frames
+        if frames:
+            self._since_checkpoint += 1
+            if self._since_checkpoint >= _FRAMES_PER_CHECKPOINT:
+                self._since_checkpoint = 0
+                await anyio.lowlevel.checkpoint()
+            return frames.popleft()
+        sock = self._sock
+        while not frames:
+            if self._eof:
+                return None
+            size = min(max(self._decoder.wanted(), _MIN_RECV), _MAX_RECV)
+            try:
+                data = sock.recv(size)
+            except BlockingIOError:
+                await anyio.wait_readable(sock)
+                continue
+            except OSError:
+                data = b""
+            if not data:
+                self._eof = True
+                continue
+            frames.extend(self._decoder.feed(data))
+        self._since_checkpoint = 0
+        return frames.popleft()
+
+    async def send(self, data: bytes) -> None:
+        """Write one whole frame; frames from concurrent tasks never interleave.
+
+        Raises:
+            ChannelClosed: the worker is gone.
+        """
+        async with self._send_lock:
+            view = memoryview(data)
+            while view:
+                try:
+                    sent = self._sock.send(view)
+                except BlockingIOError:
+                    await anyio.wait_writable(self._sock)
+                    continue
+                except OSError as exc:
+                    raise ChannelClosed(str(exc)) from None
+                view = view[sent:]

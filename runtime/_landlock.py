@@ -1,0 +1,190 @@
+"""Landlock: an unprivileged, stackable file-system (and TCP, signal) allow list.
+
+The worker restricts itself to read-only access below the Python installation
+and read-write access below its private work directory; every other path is
+denied even if it is visible. From ABI 4 on, TCP bind/connect is denied
+entirely, and from ABI 6 on, signals and abstract UNIX sockets cannot reach any
+process outside the worker's own Landlock domain.
+
+Security warning: a Landlock domain applies to the calling thread and its
+future children only, and cannot be removed. It needs ``no_new_privs`` (or
+``CAP_SYS_ADMIN``). File descriptors opened before restricting stay usable.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import stat
+import struct
+from collections.abc import Iterable
+from typing import Final
+
+__all__ = [
+    "LandlockUnavailableError",
+    "abi_version",
+    "restrict_self",
+]
+
+_SYS_CREATE_RULESET: Final = 444  # the same number on x86_64 and aarch64
+_SYS_ADD_RULE: Final = 445
+_SYS_RESTRICT_SELF: Final = 446
+_CREATE_RULESET_VERSION: Final = 1
+_RULE_PATH_BENEATH: Final = 1
+_PR_SET_NO_NEW_PRIVS: Final = 38
+
+_EXECUTE: Final = 1 << 0
+_WRITE_FILE: Final = 1 << 1
+_READ_FILE: Final = 1 << 2
+_READ_DIR: Final = 1 << 3
+_REMOVE_DIR: Final = 1 << 4
+_REMOVE_FILE: Final = 1 << 5
+_MAKE_CHAR: Final = 1 << 6
+_MAKE_DIR: Final = 1 << 7
+_MAKE_REG: Final = 1 << 8
+_MAKE_SOCK: Final = 1 << 9
+_MAKE_FIFO: Final = 1 << 10
+_MAKE_BLOCK: Final = 1 << 11
+_MAKE_SYM: Final = 1 << 12
+_REFER: Final = 1 << 13  # ABI 2
+_TRUNCATE: Final = 1 << 14  # ABI 3
+_IOCTL_DEV: Final = 1 << 15  # ABI 5
+
+_NET_BIND_TCP: Final = 1 << 0  # ABI 4
+_NET_CONNECT_TCP: Final = 1 << 1
+_SCOPE_ABSTRACT_UNIX_SOCKET: Final = 1 << 0  # ABI 6
+_SCOPE_SIGNAL: Final = 1 << 1
+
+# Rights that make sense on a non-directory; adding others to a file rule is EINVAL.
+_FILE_RIGHTS: Final = _EXECUTE | _WRITE_FILE | _READ_FILE | _TRUNCATE | _IOCTL_DEV
+_READ_ONLY: Final = _READ_FILE | _READ_DIR
+_READ_WRITE: Final = (
+    _READ_FILE
+    | _READ_DIR
+    | _WRITE_FILE
+    | _REMOVE_DIR
+    | _REMOVE_FILE
+    | _MAKE_DIR
+    | _MAKE_REG
+    | _MAKE_SYM
+    | _REFER
+    | _TRUNCATE
+)
+
+
+class LandlockUnavailableError(OSError):
+    """Landlock is not supported or refused on this machine."""
+
+
+def _syscall() -> ctypes._FuncPointer:
+    libc = ctypes.CDLL(None, use_errno=True)
+    func: ctypes._FuncPointer = libc.syscall
+    func.restype = ctypes.c_long
+    return func
+
+
+def abi_version() -> int:
+    """Return the kernel's Landlock ABI version; raise :class:`LandlockUnavailableError`."""
+    result = _syscall()(
+        ctypes.c_long(_SYS_CREATE_RULESET),
+        ctypes.c_void_p(None),
+        ctypes.c_size_t(0),
+        ctypes.c_uint32(_CREATE_RULESET_VERSION),
+    )
+    if result < 0:
+        err = ctypes.get_errno()
+        reason = {
+            errno.ENOSYS: "kernel built without Landlock",
+            errno.EOPNOTSUPP: "Landlock disabled at boot (lsm= parameter)",
+        }.get(err, os.strerror(err))
+        raise LandlockUnavailableError(err, reason)
+    return int(result)
+
+
+def _handled_fs(abi: int) -> int:
+    rights = (1 << 13) - 1  # ABI 1: EXECUTE .. MAKE_SYM
+    if abi >= 2:
+        rights |= _REFER
+    if abi >= 3:
+        rights |= _TRUNCATE
+    if abi >= 5:
+        rights |= _IOCTL_DEV
+    return rights
+
+
+def restrict_self(
+    *, read_only: Iterable[str], read_write: Iterable[str], devices: Iterable[str] = ()
+) -> int:
+    """Confine the calling thread to the given paths; return the ABI version used.
+
+    ``read_only`` paths (files or directories, recursively) may be read,
+    ``read_write`` paths may also be changed, ``devices`` (like ``/dev/null``)
+    may be read and written. Paths that do not exist are skipped. Sets
+    ``no_new_privs`` first, as the kernel requires.
+    """
+    abi = abi_version()
+    handled_fs = _handled_fs(abi)
+    handled_net = (_NET_BIND_TCP | _NET_CONNECT_TCP) if abi >= 4 else 0
+    scoped = (_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL) if abi >= 6 else 0
+    # struct landlock_ruleset_attr grew with the ABI; pass the size this kernel knows.
+    attr = struct.pack("=QQQ", handled_fs, handled_net, scoped)
+    size = 8 if abi < 4 else 16 if abi < 6 else 24
+    attr_buffer = ctypes.create_string_buffer(attr[:size], size)
+    syscall = _syscall()
+    ruleset = syscall(
+        ctypes.c_long(_SYS_CREATE_RULESET),
+        attr_buffer,
+        ctypes.c_size_t(size),
+        ctypes.c_uint32(0),
+    )
+    if ruleset < 0:
+        err = ctypes.get_errno()
+        raise LandlockUnavailableError(err, f"landlock_create_ruleset: {os.strerror(err)}")
+    try:
+        for paths, rights in ((read_only, _READ_ONLY), (read_write, _READ_WRITE)):
+            for path in paths:
+                _add_path_rule(syscall, int(ruleset), path, rights & handled_fs)
+        for path in devices:
+            _add_path_rule(syscall, int(ruleset), path, (_READ_FILE | _WRITE_FILE) & handled_fs)
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+        prctl.argtypes = (
+            ctypes.c_int,
+            ctypes.c_ulong,
+            ctypes.c_ulong,
+            ctypes.c_ulong,
+            ctypes.c_ulong,
+        )
+        if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            err = ctypes.get_errno()
+            raise LandlockUnavailableError(err, f"PR_SET_NO_NEW_PRIVS: {os.strerror(err)}")
+        if syscall(ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)):
+            err = ctypes.get_errno()
+            raise LandlockUnavailableError(err, f"landlock_restrict_self: {os.strerror(err)}")
+    finally:
+        os.close(int(ruleset))
+    return abi
+
+
+def _add_path_rule(syscall: ctypes._FuncPointer, ruleset: int, path: str, rights: int) -> None:
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+            rights &= _FILE_RIGHTS
+        # struct landlock_path_beneath_attr is packed: __u64 allowed_access; __s32 parent_fd;
+        attr = ctypes.create_string_buffer(struct.pack("=Qi", rights, fd), 12)
+        if syscall(
+            ctypes.c_long(_SYS_ADD_RULE),
+            ctypes.c_int(ruleset),
+            ctypes.c_int(_RULE_PATH_BENEATH),
+            attr,
+            ctypes.c_uint32(0),
+        ):
+            err = ctypes.get_errno()
+            raise LandlockUnavailableError(err, f"landlock_add_rule({path}): {os.strerror(err)}")
+    finally:
+        os.close(fd)

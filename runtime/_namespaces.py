@@ -1,0 +1,219 @@
+"""Linux namespaces and the private root file system of a worker.
+
+The worker unshares user, mount, network, IPC, UTS and PID namespaces in one
+call. When the host runs as root, a short-lived helper that stays in the
+initial user namespace writes the id maps, so the sandbox ids map to
+*unprivileged* host ids (``HOST_ROOT_ID`` for the namespace's root while it
+sets up, ``HOST_SANDBOX_ID`` for the program) rather than to host root. Without
+root, the single self-mapping the kernel allows is used.
+
+The new root is a read-only tmpfs holding only: read-only bind mounts of the
+Python installation, ``/dev/null``, ``/dev/zero``, ``/dev/urandom``, and the
+private work directory at ``/tmp`` (read-write). ``pivot_root`` plus a lazy
+unmount of the old root leaves no path back to host files; no ``/proc`` is
+mounted.
+
+Security warning: everything here needs a single-threaded process, and the
+mount namespace set-up must finish before seccomp forbids ``mount``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+from collections.abc import Iterable
+from typing import Final
+
+__all__ = [
+    "CLONE_NEWIPC",
+    "CLONE_NEWNET",
+    "CLONE_NEWNS",
+    "CLONE_NEWPID",
+    "CLONE_NEWUSER",
+    "CLONE_NEWUTS",
+    "HOST_ROOT_ID",
+    "HOST_SANDBOX_ID",
+    "SANDBOX_ID",
+    "SANDBOX_WORKDIR",
+    "build_private_root",
+    "map_ids",
+    "set_hostname",
+    "unshare",
+]
+
+CLONE_NEWNS: Final = 0x00020000
+CLONE_NEWUTS: Final = 0x04000000
+CLONE_NEWIPC: Final = 0x08000000
+CLONE_NEWUSER: Final = 0x10000000
+CLONE_NEWPID: Final = 0x20000000
+CLONE_NEWNET: Final = 0x40000000
+
+#: Host uid/gid of the user namespace's root while the worker sets itself up.
+HOST_ROOT_ID: Final = 2_147_000_000
+#: Host uid/gid the program runs as (also used without a user namespace, as root).
+HOST_SANDBOX_ID: Final = 2_147_000_001
+#: The program's uid/gid inside the user namespace.
+SANDBOX_ID: Final = 1000
+#: Where the work directory appears inside the private root (also the cwd).
+SANDBOX_WORKDIR: Final = "/tmp"
+
+_MS_RDONLY: Final = 0x1
+_MS_NOSUID: Final = 0x2
+_MS_NODEV: Final = 0x4
+_MS_NOEXEC: Final = 0x8
+_MS_REMOUNT: Final = 0x20
+_MS_NOATIME: Final = 0x400
+_MS_NODIRATIME: Final = 0x800
+_MS_BIND: Final = 0x1000
+_MS_REC: Final = 0x4000
+_MS_PRIVATE: Final = 0x40000
+_MS_RELATIME: Final = 0x200000
+_MNT_DETACH: Final = 0x2
+# statvfs f_flag bits share their values with the MS_* flags they report.
+_LOCKABLE_FLAGS: Final = (
+    _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_NOATIME | _MS_NODIRATIME | _MS_RELATIME
+)
+
+_SYS_PIVOT_ROOT: Final = {"x86_64": 155, "aarch64": 41}
+
+_DEVICES: Final = ("/dev/null", "/dev/zero", "/dev/urandom")
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def unshare(flags: int) -> None:
+    """``unshare(2)``; raises ``OSError`` with the reason on refusal."""
+    _check(_libc().unshare(ctypes.c_int(flags)), "unshare")
+
+
+def set_hostname(name: str) -> None:
+    data = name.encode()
+    _check(_libc().sethostname(data, ctypes.c_size_t(len(data))), "sethostname")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None) -> None:
+    def enc(value: str | None) -> bytes | None:
+        return None if value is None else os.fsencode(value)
+
+    result = _libc().mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data))
+    _check(result, f"mount {source!r} on {target!r}")
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def map_ids(ready_to_map: int, mapped: int, target_pid: int, *, privileged: bool) -> None:
+    """Body of the helper that writes ``target_pid``'s id maps; never returns.
+
+    Runs in a child forked *before* the target unshares its user namespace: it
+    waits for one byte on ``ready_to_map``, writes the maps, reports one byte on
+    ``mapped`` (``b"1"`` for success) and exits.
+    """
+    ok = b"0"
+    try:
+        if os.read(ready_to_map, 1) == b"1":
+            if privileged:
+                ids = f"0 {HOST_ROOT_ID} 1\n{SANDBOX_ID} {HOST_SANDBOX_ID} 1\n"
+                _write(f"/proc/{target_pid}/gid_map", ids)
+                _write(f"/proc/{target_pid}/uid_map", ids)
+                ok = b"1"
+    except BaseException:  # noqa: BLE001 - a forked helper must reach _exit whatever happens
+        ok = b"0"
+    finally:
+        try:
+            os.write(mapped, ok)
+        finally:
+            os._exit(0)
+
+
+def map_self(uid: int, gid: int) -> None:
+    """Map the namespace's root to our own host ids (all an unprivileged user may map)."""
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/gid_map", f"0 {gid} 1\n")
+    _write("/proc/self/uid_map", f"0 {uid} 1\n")
+
+
+def _bind(source: str, target: str, *, read_only: bool) -> None:
+    _mount(source, target, None, _MS_BIND | _MS_REC, None)
+    if read_only:
+        # A bind mount of a mount inherited from a more privileged namespace keeps
+        # its locked flags (atime, nosuid...): a remount must repeat them or fails.
+        locked = os.statvfs(target).f_flag & _LOCKABLE_FLAGS
+        flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV | locked
+        _mount(None, target, None, flags, None)
+
+
+def _make_mount_point(root: str, path: str, *, directory: bool) -> str:
+    target = root + path
+    if directory:
+        os.makedirs(target, mode=0o755, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+        os.close(os.open(target, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
+    return target
+
+
+def _pivot_root_number() -> int:
+    machine = os.uname().machine
+    if machine not in _SYS_PIVOT_ROOT:
+        raise OSError(errno.ENOSYS, f"pivot_root: unsupported machine {machine}")
+    return _SYS_PIVOT_ROOT[machine]
+
+
+def build_private_root(workdir: str, read_only: Iterable[str]) -> list[str]:
+    """Make a fresh root of the read-only paths, the devices and ``workdir`` at ``/tmp``.
+
+    Must run inside a new mount namespace with ``CAP_SYS_ADMIN`` there. On
+    success the process's root and cwd are the new root's ``/`` (the old root is
+    gone); returns the devices that were bound. On failure the mount namespace
+    is left as it was before and ``OSError`` is raised.
+    """
+    libc = _libc()
+    pivot_root = _pivot_root_number()
+    # Keep our mounts from propagating back into the host's namespace.
+    _mount(None, "/", None, _MS_REC | _MS_PRIVATE, None)
+    work_fd = os.open(workdir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    root = os.path.realpath(workdir)
+    try:
+        # The new root is a tmpfs mounted over the work directory itself: an
+        # existing directory that nobody else uses, whose real content stays
+        # reachable through work_fd.
+        _mount("tmpfs", root, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,nr_inodes=4096,mode=0755")
+        try:
+            for path in sorted(set(read_only)):
+                if os.path.isdir(path):
+                    _bind(path, _make_mount_point(root, path, directory=True), read_only=True)
+            devices = []
+            for device in _DEVICES:
+                if os.path.exists(device):
+                    _bind(device, _make_mount_point(root, device, directory=False), read_only=False)
+                    devices.append(device)
+            target = _make_mount_point(root, SANDBOX_WORKDIR, directory=True)
+            _mount(f"/proc/self/fd/{work_fd}", target, None, _MS_BIND, None)
+            _mount(None, root, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
+            os.chdir(root)
+            _check(libc.syscall(ctypes.c_long(pivot_root), b".", b"."), "pivot_root")
+        except BaseException:
+            os.chdir("/")
+            libc.umount2(os.fsencode(root), ctypes.c_int(_MNT_DETACH))
+            raise
+        # The old root is stacked on top of the new one at "/": detach it whole.
+        _check(libc.umount2(b".", ctypes.c_int(_MNT_DETACH)), "umount old root")
+        os.chdir(SANDBOX_WORKDIR)
+    finally:
+        os.close(work_fd)
+    return devices

@@ -1,0 +1,387 @@
+"""Host side of the fork server: the zygote process, its spares and each worker.
+
+:class:`WorkerPool` starts the zygote lazily, asks it for workers and keeps up
+to ``spares`` pre-forked, already sandboxed workers ready for runs with the
+default sandbox settings. Fork requests are fire-and-forget packets; replies
+are collected by whichever task needs a worker next (no background task), so
+the pool needs no task group of its own. A worker is used for one run and
+never again. A dead zygote is noticed on the next request and replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import anyio
+import anyio.abc
+import orjson
+
+from ._exceptions import WorkerStartError
+from ._zygote import ZYGOTE_BOOT
+
+__all__ = ["SandboxKey", "Worker", "WorkerPool"]
+
+_START_TIMEOUT = 60.0
+_STOP_TIMEOUT = 5.0
+_REPLY_BYTES = 4096
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SandboxKey:
+    """What a worker's sandbox is fixed to at fork time; spares share one key."""
+
+    memory_bytes: int
+    cpu_seconds: float
+    max_open_files: int
+    namespaces: bool
+    seccomp: bool
+    landlock: bool
+    strict: bool
+
+
+class Worker:
+    """One forked worker: its pid (= process group), run channel and status pipe."""
+
+    __slots__ = ("_closed", "_exited", "pid", "sock", "status_fd")
+
+    def __init__(self, pid: int, sock: socket.socket, status_fd: int) -> None:
+        self.pid = pid
+        self.sock = sock
+        self.status_fd = status_fd
+        self._exited = False
+        self._closed = False
+
+    def kill(self) -> None:
+        """SIGKILL the worker's whole process group (a no-op once it was reaped)."""
+        if not self._exited:
+            with contextlib.suppress(OSError):
+                os.killpg(self.pid, signal.SIGKILL)
+
+    async def wait_status(self, timeout: float) -> int | None:
+        """The raw wait status once the zygote reaped the worker, ``None`` if unknown."""
+        data = b""
+        with anyio.move_on_after(timeout):
+            while True:
+                try:
+                    chunk = os.read(self.status_fd, 32)
+                except BlockingIOError:
+                    await anyio.wait_readable(self.status_fd)
+                    continue
+                if not chunk:
+                    break
+                data += chunk
+        if not data:
+            return None
+        self._exited = True
+        try:
+            return int(data)
+        except ValueError:
+            return None
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.sock.close()
+            os.close(self.status_fd)
+
+
+class _Zygote:
+    """The zygote process and the host end of its control socket."""
+
+    def __init__(self, process: anyio.abc.Process, ctl: socket.socket, tmp: str) -> None:
+        self.process = process
+        self.ctl = ctl
+        self.tmp = tmp
+        self.alive = True
+        self.closing = False
+
+    @classmethod
+    async def start(
+        cls,
+        *,
+        python: str,
+        allowed_modules: frozenset[str] | None,
+        preimport: Sequence[str],
+        restricted: bool,
+    ) -> _Zygote:
+        tmp = tempfile.mkdtemp(prefix="ptc-runtime-")
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        package_dir = str(Path(__file__).resolve().parent)
+        options = {
+            "fd": theirs.fileno(),
+            "tmp": tmp,
+            "paths": _dependency_paths(restricted),
+            "allowed": None if allowed_modules is None else sorted(allowed_modules),
+            "preimport": list(preimport),
+            "restricted": restricted,
+        }
+        command = [python, "-I", "-S", "-X", "utf8", "-c", ZYGOTE_BOOT, package_dir]
+        command.append(orjson.dumps(options).decode())
+        try:
+            process = await anyio.open_process(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=None,
+                cwd=tmp,
+                env={},
+                start_new_session=True,
+                pass_fds=[theirs.fileno()],
+            )
+        except BaseException:
+            ours.close()
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        finally:
+            theirs.close()
+        ours.setblocking(False)
+        zygote = cls(process, ours, tmp)
+        try:
+            with anyio.fail_after(_START_TIMEOUT):
+                await anyio.wait_readable(ours)
+            hello = ours.recv(_REPLY_BYTES)
+            if not hello or "ready" not in orjson.loads(hello):
+                raise WorkerStartError(f"the zygote did not start (got {hello[:80]!r})")
+        except BaseException as exc:
+            await zygote.aclose()
+            if isinstance(exc, TimeoutError):
+                raise WorkerStartError("the zygote did not become ready in time") from None
+            raise
+        return zygote
+
+    def request(self, request_id: int, key: SandboxKey) -> None:
+        try:
+            self.ctl.send(orjson.dumps({"id": request_id, **asdict(key)}))
+        except OSError:
+            # A full or broken control socket: the zygote is unusable.
+            self.alive = False
+
+    def collect(self) -> list[tuple[int, Worker | str]]:
+        """Read every reply already waiting: ``(request id, worker or error text)``."""
+        replies: list[tuple[int, Worker | str]] = []
+        while self.alive:
+            try:
+                message, fds, _flags, _addr = socket.recv_fds(
+                    self.ctl, _REPLY_BYTES, 2, socket.MSG_CMSG_CLOEXEC
+                )
+            except BlockingIOError:
+                break
+            except OSError:
+                message, fds = b"", []
+            if not message:
+                for fd in fds:
+                    os.close(fd)
+                self.alive = False
+                break
+            reply = orjson.loads(message)
+            if len(fds) == 2 and "pid" in reply:
+                sock = socket.socket(fileno=fds[0])
+                os.set_blocking(fds[1], False)
+                replies.append((reply["id"], Worker(reply["pid"], sock, fds[1])))
+            else:
+                for fd in fds:
+                    os.close(fd)
+                replies.append((reply["id"], str(reply.get("error", "fork failed"))))
+        return replies
+
+    async def aclose(self) -> None:
+        """Close the control socket (the zygote then kills its children), wait, clean up."""
+        self.alive = False
+        if self.closing:
+            return
+        self.closing = True
+        with anyio.CancelScope(shield=True):
+            anyio.notify_closing(self.ctl)
+            self.ctl.close()
+            try:
+                with anyio.move_on_after(_STOP_TIMEOUT):
+                    await self.process.wait()
+                if self.process.returncode is None:
+                    self.process.kill()
+                    await self.process.wait()
+            finally:
+                await self.process.aclose()
+                shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class WorkerPool:
+    """Lazily started zygote plus up to ``spares`` ready workers for ``default_key``."""
+
+    def __init__(
+        self,
+        *,
+        python: str,
+        allowed_modules: frozenset[str] | None,
+        preimport: Sequence[str],
+        restricted: bool,
+        spares: int,
+        default_key: SandboxKey,
+    ) -> None:
+        self._python = python
+        self._allowed = allowed_modules
+        self._preimport = tuple(preimport)
+        self._restricted = restricted
+        self._target = max(0, spares)
+        self._default_key = default_key
+        self._zygote: _Zygote | None = None
+        self._start_lock = anyio.Lock()
+        self._read_lock = anyio.Lock()
+        self._spares: deque[Worker] = deque()
+        self._spare_requests: set[int] = set()
+        self._replies: dict[int, Worker | str] = {}
+        self._next_id = 0
+        self._closed = False
+        self._spare_error: str | None = None
+
+    @property
+    def zygote_pid(self) -> int | None:
+        return None if self._zygote is None else self._zygote.process.pid
+
+    async def start(self) -> None:
+        """Start the zygote (if needed) and ask for the spares."""
+        await self._ensure_zygote()
+
+    async def acquire(self, key: SandboxKey) -> Worker:
+        """A fresh worker for ``key``, never handed out before.
+
+        Raises:
+            WorkerStartError: the zygote cannot be started or keeps dying.
+        """
+        for attempt in range(2):
+            zygote = await self._ensure_zygote()
+            try:
+                return await self._acquire(zygote, key)
+            except _ZygoteDied:
+                await self._drop_zygote(zygote)
+                if attempt:
+                    raise WorkerStartError("the zygote died twice in a row") from None
+        raise AssertionError("unreachable")
+
+    async def _acquire(self, zygote: _Zygote, key: SandboxKey) -> Worker:
+        self._collect(zygote)
+        if key == self._default_key and self._target:
+            while not self._spares:
+                self._replenish(zygote)
+                await self._wait(zygote, lambda: bool(self._spares))
+            worker = self._spares.popleft()
+            self._replenish(zygote)
+            return worker
+        request_id = self._send(zygote, key)
+        await self._wait(zygote, lambda: request_id in self._replies)
+        reply = self._replies.pop(request_id)
+        if isinstance(reply, str):
+            raise WorkerStartError(reply)
+        return reply
+
+    def _send(self, zygote: _Zygote, key: SandboxKey) -> int:
+        self._next_id += 1
+        zygote.request(self._next_id, key)
+        if not zygote.alive:
+            raise _ZygoteDied
+        return self._next_id
+
+    def _replenish(self, zygote: _Zygote) -> None:
+        while len(self._spares) + len(self._spare_requests) < self._target:
+            self._spare_requests.add(self._send(zygote, self._default_key))
+
+    def _collect(self, zygote: _Zygote) -> None:
+        for request_id, reply in zygote.collect():
+            if request_id in self._spare_requests:
+                self._spare_requests.discard(request_id)
+                if isinstance(reply, Worker):
+                    self._spares.append(reply)
+                else:
+                    self._spare_error = reply
+            else:
+                self._replies[request_id] = reply
+        if not zygote.alive:
+            raise _ZygoteDied
+
+    async def _wait(self, zygote: _Zygote, ready: Callable[[], bool]) -> None:
+        while not ready():
+            async with self._read_lock:
+                if ready():
+                    return
+                try:
+                    await anyio.wait_readable(zygote.ctl)
+                except anyio.ClosedResourceError:
+                    raise _ZygoteDied from None
+                self._collect(zygote)
+                if self._spare_error is not None:
+                    message, self._spare_error = self._spare_error, None
+                    raise WorkerStartError(message)
+
+    async def _ensure_zygote(self) -> _Zygote:
+        if self._closed:
+            raise WorkerStartError("the runtime is closed")
+        zygote = self._zygote
+        if zygote is not None and zygote.alive:
+            return zygote
+        async with self._start_lock:
+            if self._zygote is not None and self._zygote.alive:
+                return self._zygote
+            if self._zygote is not None:
+                await self._drop_zygote(self._zygote)
+            if self._closed:
+                raise WorkerStartError("the runtime is closed")
+            zygote = await _Zygote.start(
+                python=self._python,
+                allowed_modules=self._allowed,
+                preimport=self._preimport,
+                restricted=self._restricted,
+            )
+            self._zygote = zygote
+            self._replenish(zygote)
+            return zygote
+
+    async def _drop_zygote(self, zygote: _Zygote) -> None:
+        if self._zygote is zygote:
+            self._zygote = None
+            while self._spares:
+                self._spares.popleft().close()
+            self._spare_requests.clear()
+            for reply in self._replies.values():
+                if isinstance(reply, Worker):
+                    reply.close()
+            self._replies.clear()
+        await zygote.aclose()
+
+    async def aclose(self) -> None:
+        """Release the spares and stop the zygote; safe to call twice."""
+        self._closed = True
+        zygote = self._zygote
+        if zygote is not None:
+            with anyio.CancelScope(shield=True):
+                await self._drop_zygote(zygote)
+
+
+class _ZygoteDied(Exception):
+    pass
+
+
+def _dependency_paths(restricted: bool) -> list[str]:
+    """``sys.path`` entries the zygote needs beyond the standard library."""
+    import orjson as orjson_module
+
+    modules = [orjson_module]
+    if restricted:
+        import RestrictedPython
+
+        modules.append(RestrictedPython)
+    paths: list[str] = []
+    for module in modules:
+        path = str(Path(module.__file__ or "").resolve().parent.parent)
+        if path not in paths:
+            paths.append(path)
+    return paths
+

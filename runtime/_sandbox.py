@@ -1,0 +1,614 @@
+"""OS isolation layers for one worker process, applied in a fixed order.
+
+:func:`enter_sandbox` runs in a freshly forked, single-threaded worker before
+any untrusted code. Each layer is applied where the machine supports it and
+reported as a :class:`LayerStatus`; with ``strict`` a missing layer raises
+:class:`SandboxError` instead. The order matters, because later layers forbid
+what earlier ones need:
+
+1. **fds**: every descriptor not in ``keep_fds`` (plus 0, 1, 2) is closed.
+2. **environment**: ``os.environ``, ``posix.environ`` and the C environment are
+   emptied and the process's original environment block is zeroed in memory.
+3. **workdir**: the cwd becomes the private work directory.
+4. **namespaces**: user, mount, network, IPC, UTS and PID namespaces in one
+   ``unshare``; a private root (read-only Python installation, three devices,
+   the workdir at ``/tmp``) through ``pivot_root``; then one internal ``fork``
+   so the program is PID 1 of the new PID namespace. The intermediate process
+   only waits: it exits with the program's status (re-raising its signal, and
+   reporting ``SIGXCPU`` when the CPU limit caused a ``SIGKILL``), and the
+   program gets ``SIGKILL`` if the intermediate dies.
+5. **privileges**: supplementary groups dropped, uid/gid switched to an
+   unprivileged id (see ``_namespaces``), the capability bounding, ambient,
+   permitted and effective sets emptied, ``no_new_privs`` and non-dumpable set.
+6. **rlimits**: ``RLIMIT_CORE`` 0, ``RLIMIT_NOFILE``, ``RLIMIT_FSIZE``,
+   ``RLIMIT_NPROC`` 1, ``RLIMIT_MEMLOCK``/``RLIMIT_MSGQUEUE`` 0, ``RLIMIT_CPU``
+   (soft = hard, so the kernel sends ``SIGKILL``: PID 1 ignores ``SIGXCPU``) and
+   ``RLIMIT_AS`` last.
+7. **landlock**: read-only Python installation, read-write workdir, the
+   devices; no TCP; no signals or abstract sockets out of the domain.
+8. **seccomp**: last, since it forbids ``mount``, ``unshare``, ``setuid``... See
+   ``_seccomp`` for the list.
+
+Contract with the worker bootstrap:
+
+* The worker is single threaded afterwards: ``clone`` is denied, threads too
+  (``threading.Thread.start`` raises ``RuntimeError``), so asyncio's default
+  executor is unusable.
+* The asyncio event loop may be created before (pass its epoll and self-pipe
+  fds in ``keep_fds``) or after: ``epoll_create1`` and
+  ``socketpair(AF_UNIX)`` stay allowed, every other socket call is denied.
+* Late imports work from the standard library and ``site-packages`` only;
+  pre-import (``_imports.preload_modules``) what the program may use.
+* A worker killed by the filter dies of ``SIGSYS``; by the CPU limit,
+  of ``SIGXCPU`` as seen by the host; by memory, usually a ``MemoryError``.
+
+Security warning: this is the security boundary for hostile programs; the
+import allow-list and RestrictedPython are extra, bypassable conveniences.
+Layers that a machine lacks are reported, not faked: use ``strict`` to refuse
+to run without them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import json
+import math
+import os
+import posix
+import resource
+import signal
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, NoReturn
+
+from . import _landlock, _namespaces, _seccomp
+
+__all__ = [
+    "LayerStatus",
+    "SandboxConfig",
+    "SandboxError",
+    "enter_sandbox",
+    "probe_layers",
+    "python_paths",
+]
+
+_PR_SET_PDEATHSIG: Final = 1
+_PR_SET_DUMPABLE: Final = 4
+_PR_CAPBSET_READ: Final = 23
+_PR_CAPBSET_DROP: Final = 24
+_PR_SET_NO_NEW_PRIVS: Final = 38
+_PR_GET_NO_NEW_PRIVS: Final = 39
+_PR_CAP_AMBIENT: Final = 47
+_PR_CAP_AMBIENT_CLEAR_ALL: Final = 4
+_CAP_VERSION_3: Final = 0x20080522
+_HOSTNAME: Final = "ptc-sandbox"
+
+PROTECTS: Final = {
+    "environment": "host secrets in environment variables (also scrubbed from memory)",
+    "workdir": "relative paths landing outside the run's private directory",
+    "user-namespace": "host root: sandbox ids map to unprivileged host ids",
+    "mount-namespace": "host files: a private root with read-only Python and the workdir only",
+    "network-namespace": "network access: no interfaces at all, not even loopback",
+    "pid-namespace": "seeing or signalling host processes (the program is PID 1 of its own)",
+    "ipc-namespace": "host SysV and POSIX IPC objects",
+    "uts-namespace": "the host name",
+    "privileges": "capabilities, set-uid escalation and files owned by the host's users",
+    "rlimits": "exhausting memory, CPU, disk, file descriptors; core dumps",
+    "landlock": "file access outside Python and the workdir; TCP; signals leaving the sandbox",
+    "seccomp": "fork/exec, sockets, ptrace, mounts, namespaces, kernel attack surface",
+}
+
+_NAMESPACE_LAYERS: Final = (
+    "user-namespace",
+    "mount-namespace",
+    "network-namespace",
+    "pid-namespace",
+    "ipc-namespace",
+    "uts-namespace",
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SandboxConfig:
+    """What to apply to one worker.
+
+    Attributes:
+        workdir: the private, empty directory the host created for this run.
+        memory_bytes: ``RLIMIT_AS`` of the program.
+        cpu_seconds: CPU time; rounded up to whole seconds (``RLIMIT_CPU``).
+        max_file_bytes: ``RLIMIT_FSIZE``; the default 0 lets the program create
+            files but not write a single byte to them.
+        max_open_files: ``RLIMIT_NOFILE``.
+        namespaces, seccomp, landlock: switch an OS layer off (tests, debugging).
+        strict: raise :class:`SandboxError` when a switched-on layer is unavailable.
+    """
+
+    workdir: str
+    memory_bytes: int
+    cpu_seconds: float
+    max_file_bytes: int = 0
+    max_open_files: int = 64
+    namespaces: bool = True
+    seccomp: bool = True
+    landlock: bool = True
+    strict: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LayerStatus:
+    """One layer's state: ``active`` or not, why, and what it protects against."""
+
+    name: str
+    active: bool
+    detail: str
+    protects: str
+
+
+class SandboxError(Exception):
+    """A layer could not be applied in strict mode, or the worker's state is unusable."""
+
+
+class _Report:
+    """Collects layer statuses and enforces ``strict`` as soon as a layer fails."""
+
+    def __init__(self, strict: bool) -> None:
+        self.strict = strict
+        self.statuses: list[LayerStatus] = []
+
+    def add(self, name: str, active: bool, detail: str, *, required: bool = True) -> None:
+        self.statuses.append(LayerStatus(name, active, detail, PROTECTS[name]))
+        if self.strict and required and not active:
+            raise SandboxError(f"layer {name!r} is unavailable: {detail}")
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _prctl(option: int, arg2: int = 0) -> int:
+    prctl = _libc().prctl
+    prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong)
+    prctl.restype = ctypes.c_int
+    result: int = prctl(option, arg2, 0, 0, 0)
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"prctl({option}): {os.strerror(err)}")
+    return result
+
+
+def python_paths() -> list[str]:
+    """Directories the worker reads late imports and shared libraries from.
+
+    The standard library and ``site-packages`` of the running and the base
+    installation, this package, and the directories of mapped shared libraries.
+    """
+    found: set[str] = set()
+    for scheme_vars in (None, {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}):
+        paths = sysconfig.get_paths(vars=scheme_vars)
+        found.update(paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib"))
+    found.add(os.path.dirname(os.path.abspath(__file__)))
+    with contextlib.suppress(OSError), open("/proc/self/maps", encoding="utf-8") as maps:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6 and ".so" in fields[5]:
+                found.add(os.path.dirname(fields[5].strip()))
+    real = sorted({os.path.realpath(path) for path in found if os.path.isdir(path)})
+    # Keep only the outermost directories: a bind mount of a parent covers its children.
+    kept: list[str] = []
+    for path in real:
+        if not any(path.startswith(parent.rstrip("/") + "/") for parent in kept):
+            kept.append(path)
+    return kept
+
+
+def _close_fds(keep: Sequence[int]) -> None:
+    low = 0
+    for fd in sorted(set(keep)):
+        if fd > low:
+            os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, 1 << 30)
+
+
+def _clear_environment() -> str:
+    count = len(os.environ)
+    os.environ.clear()
+    # os.environ is a copy: the interpreter's own snapshot and libc's still hold the values.
+    posix.environ.clear()
+    _libc().clearenv()
+    try:
+        with open("/proc/self/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        # Fields 50 and 51 of /proc/<pid>/stat (1-based, fields[0] is field 3).
+        start, end = int(fields[47]), int(fields[48])
+        if 0 < start < end:
+            ctypes.memset(start, 0, end - start)
+            return f"{count} variables removed, {end - start} bytes of the original block zeroed"
+    except (OSError, IndexError, ValueError):
+        pass
+    return f"{count} variables removed (original block not scrubbed: /proc unreadable)"
+
+
+def _enter_namespaces(config: SandboxConfig, workdir: str, report: _Report) -> bool:
+    """Unshare, map ids, build the private root, fork the PID 1 child; return in the child.
+
+    Returns whether a user namespace is in effect.
+    """
+    flags = (
+        _namespaces.CLONE_NEWUSER
+        | _namespaces.CLONE_NEWNS
+        | _namespaces.CLONE_NEWNET
+        | _namespaces.CLONE_NEWIPC
+        | _namespaces.CLONE_NEWUTS
+        | _namespaces.CLONE_NEWPID
+    )
+    privileged = os.geteuid() == 0
+    uid, gid, parent = os.geteuid(), os.getegid(), os.getpid()
+    helper = -1
+    if privileged:
+        go_r, go_w = os.pipe()
+        done_r, done_w = os.pipe()
+        helper = os.fork()
+        if helper == 0:
+            os.close(go_w)
+            os.close(done_r)
+            _namespaces.map_ids(go_r, done_w, parent)
+        os.close(go_r)
+        os.close(done_w)
+    try:
+        _namespaces.unshare(flags)
+        unshared: OSError | None = None
+    except OSError as exc:
+        unshared = exc
+    if privileged:
+        os.write(go_w, b"0" if unshared else b"1")
+        mapped = os.read(done_r, 1) == b"1"
+        os.close(go_w)
+        os.close(done_r)
+        os.waitpid(helper, 0)
+    if unshared is not None:
+        reason = f"unshare refused: {unshared.strerror or unshared}"
+        if unshared.errno in (errno.EPERM, errno.EACCES, errno.ENOSPC):
+            reason += " (user namespaces disabled or limited on this host?)"
+        for name in _NAMESPACE_LAYERS:
+            report.add(name, False, reason)
+        return False
+    if privileged:
+        if not mapped:
+            raise SandboxError("the id-map helper failed: the user namespace is unusable")
+        ids = (
+            f"sandbox uid/gid {_namespaces.SANDBOX_ID} = host {_namespaces.HOST_SANDBOX_ID}, "
+            f"namespace root = host {_namespaces.HOST_ROOT_ID}"
+        )
+    else:
+        try:
+            _namespaces.map_self(uid, gid)
+        except OSError as exc:
+            raise SandboxError(f"cannot map ids in the new user namespace: {exc}") from exc
+        ids = f"namespace root = host uid {uid} (unprivileged self-mapping)"
+    # Become the namespace's root so that files created while building the root
+    # are owned by a mapped id; caps in the namespace are kept.
+    os.setresgid(0, 0, 0)
+    os.setresuid(0, 0, 0)
+    if privileged:
+        os.setgroups([])
+    report.add("user-namespace", True, ids)
+    report.add("network-namespace", True, "new network namespace: loopback down, no interfaces")
+    report.add("ipc-namespace", True, "new IPC namespace")
+    try:
+        _namespaces.set_hostname(_HOSTNAME)
+        report.add("uts-namespace", True, f"hostname {_HOSTNAME!r}")
+    except OSError as exc:
+        report.add("uts-namespace", False, str(exc))
+    try:
+        devices = _namespaces.build_private_root(workdir, python_paths())
+        report.add(
+            "mount-namespace",
+            True,
+            f"pivot_root into a read-only tmpfs: Python read-only, {', '.join(devices)}, "
+            f"workdir read-write at {_namespaces.SANDBOX_WORKDIR}; no /proc",
+        )
+    except OSError as exc:
+        report.add("mount-namespace", False, f"private root not built: {exc}")
+    _fork_pid_one(config)
+    report.add("pid-namespace", True, "the program is PID 1 of a new PID namespace")
+    return True
+
+
+def _fork_pid_one(config: SandboxConfig) -> None:
+    """Fork; the parent supervises and never returns, the child (PID 1) returns."""
+    lifeline_r, lifeline_w = os.pipe()
+    child = os.fork()
+    if child:
+        _supervise(child, lifeline_w, config.cpu_seconds)
+    os.close(lifeline_w)
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    _check_lifeline(lifeline_r)
+    os.setsid()
+    # Kept open until the credential changes are over (they reset the death signal).
+    _LIFELINE.append(lifeline_r)
+
+
+_LIFELINE: list[int] = []
+
+
+def _check_lifeline(fd: int) -> None:
+    """Exit if the supervising parent is gone (its write end closed)."""
+    import select
+
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP)
+    if poller.poll(0):
+        os._exit(1)
+
+
+def _supervise(child: int, lifeline_w: int, cpu_seconds: float) -> NoReturn:
+    """The intermediate process: wait for the program, then die the same way."""
+    code = 70
+    try:
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+            signal.signal(signum, signal.SIG_DFL)
+        _close_fds([lifeline_w])
+        while True:
+            pid, status, usage = os.wait4(child, 0)
+            if pid == child:
+                break
+        if os.WIFEXITED(status):
+            code = os.WEXITSTATUS(status)
+        elif os.WIFSIGNALED(status):
+            signum = os.WTERMSIG(status)
+            cpu_used = usage.ru_utime + usage.ru_stime
+            if signum == signal.SIGKILL and cpu_used >= math.ceil(cpu_seconds) - 0.05:
+                signum = signal.SIGXCPU  # the CPU hard limit, not an outside kill
+            code = 128 + signum
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            with contextlib.suppress(OSError, ValueError):
+                signal.signal(signum, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
+            os.kill(os.getpid(), signum)
+    except BaseException:  # noqa: BLE001 - this process must never return to the caller
+        code = 70
+    finally:
+        os._exit(code)
+
+
+def _capabilities_empty() -> bool:
+    header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    if _libc().capget(header, data) != 0:
+        return False
+    effective_permitted = (data[0], data[1], data[3], data[4])
+    return not any(effective_permitted)
+
+
+def _drop_privileges(in_userns: bool, report: _Report) -> None:
+    steps: list[str] = []
+    is_root = os.geteuid() == 0
+    if is_root and not in_userns:
+        os.setgroups([])
+    if is_root:
+        dropped = 0
+        for cap in range(64):
+            try:
+                _prctl(_PR_CAPBSET_DROP, cap)
+                dropped += 1
+            except OSError as exc:
+                if exc.errno == errno.EINVAL:
+                    break  # past the kernel's last capability
+                raise
+        steps.append(f"bounding set emptied ({dropped} caps)")
+    with contextlib.suppress(OSError):
+        _prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL)
+    target: int | None = None
+    if in_userns and _namespaces.SANDBOX_ID in _mapped_uids():
+        target = _namespaces.SANDBOX_ID
+    elif is_root and not in_userns:
+        target = _namespaces.HOST_SANDBOX_ID
+    if target is not None:
+        os.setresgid(target, target, target)
+        os.setresuid(target, target, target)
+        steps.append(f"uid/gid {target}")
+    else:
+        steps.append(f"uid {os.geteuid()} kept")
+    # setresuid away from root clears the sets; zero them explicitly for the
+    # self-mapped case, where the namespace root keeps its uid.
+    header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    _libc().capset(header, data)
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    _prctl(_PR_SET_DUMPABLE, 0)
+    # The credential changes cleared the parent-death signal: set it again.
+    if _LIFELINE:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        _check_lifeline(_LIFELINE[0])
+        os.close(_LIFELINE.pop())
+    empty = _capabilities_empty() and _prctl(_PR_GET_NO_NEW_PRIVS) == 1
+    bounding_empty = not is_root or all(
+        _safe_capbset_read(cap) == 0 for cap in range(41)
+    )
+    still_root = os.geteuid() == 0 and not in_userns
+    active = empty and bounding_empty and not still_root
+    steps.append("no capabilities, no_new_privs, not dumpable" if active else "capabilities remain")
+    report.add("privileges", active, "; ".join(steps))
+
+
+def _safe_capbset_read(cap: int) -> int:
+    try:
+        return _prctl(_PR_CAPBSET_READ, cap)
+    except OSError:
+        return 0
+
+
+def _mapped_uids() -> set[int]:
+    # /proc is gone after pivot_root; probe the mapping by asking the kernel instead.
+    try:
+        os.setresuid(-1, -1, -1)
+    except OSError:
+        return set()
+    return {_namespaces.SANDBOX_ID} if _sandbox_id_mapped() else set()
+
+
+def _sandbox_id_mapped() -> bool:
+    # A fchown to an unmapped id fails with EINVAL; to a mapped one it succeeds
+    # (we are the namespace's root and own nothing the program will see).
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fchown(fd, -1, -1)
+        read_fd, write_fd = os.pipe()
+        try:
+            os.fchown(read_fd, _namespaces.SANDBOX_ID, _namespaces.SANDBOX_ID)
+        except OSError:
+            return False
+        finally:
+            os.close(read_fd)
+            os.close(write_fd)
+        return True
+    finally:
+        os.close(fd)
+
+
+def _apply_rlimits(config: SandboxConfig, report: _Report) -> None:
+    cpu = max(1, math.ceil(config.cpu_seconds))
+    limits = [
+        ("CORE", resource.RLIMIT_CORE, 0),
+        ("NOFILE", resource.RLIMIT_NOFILE, config.max_open_files),
+        ("FSIZE", resource.RLIMIT_FSIZE, config.max_file_bytes),
+        ("NPROC", resource.RLIMIT_NPROC, 1),
+        ("MEMLOCK", resource.RLIMIT_MEMLOCK, 0),
+        ("MSGQUEUE", resource.RLIMIT_MSGQUEUE, 0),
+        ("CPU", resource.RLIMIT_CPU, cpu),
+        ("AS", resource.RLIMIT_AS, config.memory_bytes),
+    ]
+    applied: list[str] = []
+    failed: list[str] = []
+    for name, which, value in limits:
+        try:
+            resource.setrlimit(which, (value, value))
+            applied.append(f"{name}={value}")
+        except (OSError, ValueError) as exc:
+            failed.append(f"{name}: {exc}")
+    detail = ", ".join(applied) + (f"; failed: {'; '.join(failed)}" if failed else "")
+    report.add("rlimits", not failed, detail)
+
+
+def enter_sandbox(config: SandboxConfig, *, keep_fds: Sequence[int]) -> list[LayerStatus]:
+    """Apply every available isolation layer to the calling worker process.
+
+    Call it in a freshly forked, single-threaded worker before any untrusted
+    code runs. It closes every fd not in ``keep_fds`` (0, 1 and 2 are kept),
+    and when namespaces are on it forks once: only the new child returns, the
+    parent waits for it and exits with its status. Returns what each layer
+    did.
+
+    Raises:
+        SandboxError: ``config.strict`` and a requested layer is unavailable,
+            or the process could not be put in a usable state.
+
+    Security warning: the process is changed irreversibly (ids, root, filters)
+    and must run nothing but the program afterwards. The caller must not
+    start threads before calling it.
+    """
+    report = _Report(config.strict)
+    _close_fds([0, 1, 2, *keep_fds])
+    workdir = os.path.realpath(config.workdir)
+    report.add("environment", True, _clear_environment())
+    try:
+        if os.geteuid() == 0:
+            # The program runs as an unprivileged host id: hand it the directory.
+            os.chown(workdir, _namespaces.HOST_SANDBOX_ID, _namespaces.HOST_SANDBOX_ID)
+            os.chmod(workdir, 0o700)
+        os.chdir(workdir)
+    except OSError as exc:
+        raise SandboxError(f"cannot use the work directory {workdir!r}: {exc}") from exc
+    in_userns = False
+    if config.namespaces:
+        in_userns = _enter_namespaces(config, workdir, report)
+    else:
+        for name in _NAMESPACE_LAYERS:
+            report.add(name, False, "switched off by configuration", required=False)
+    rooted = any(s.name == "mount-namespace" and s.active for s in report.statuses)
+    report.add(
+        "workdir",
+        True,
+        f"cwd {_namespaces.SANDBOX_WORKDIR} (the workdir)" if rooted else f"cwd {workdir}",
+    )
+    _drop_privileges(in_userns, report)
+    _apply_rlimits(config, report)
+    if config.landlock:
+        try:
+            writable = _namespaces.SANDBOX_WORKDIR if rooted else workdir
+            abi = _landlock.restrict_self(
+                read_only=python_paths(),
+                read_write=[writable],
+                devices=["/dev/null", "/dev/zero", "/dev/urandom"],
+            )
+            extra = ", TCP denied" if abi >= 4 else ""
+            extra += ", signals and abstract sockets scoped" if abi >= 6 else ""
+            report.add("landlock", True, f"ABI {abi}: Python read-only, workdir read-write{extra}")
+        except OSError as exc:
+            report.add("landlock", False, str(exc.strerror or exc))
+    else:
+        report.add("landlock", False, "switched off by configuration", required=False)
+    if config.seccomp:
+        try:
+            count = _seccomp.install_filter(os.getpid())
+            report.add("seccomp", True, f"{count}-instruction filter, arch checked")
+        except OSError as exc:
+            report.add("seccomp", False, str(exc.strerror or exc))
+    else:
+        report.add("seccomp", False, "switched off by configuration", required=False)
+    return report.statuses
+
+
+def probe_layers() -> list[LayerStatus]:
+    """Try every layer in a throwaway child and report what this machine supports.
+
+    For ``ptc doctor``. Never raises for a missing layer; the child is reaped
+    before returning.
+    """
+    with tempfile.TemporaryDirectory(prefix="ptc-probe-") as workdir:
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - runs in the child
+            os.close(read_fd)
+            _probe_child(workdir, write_fd)
+        os.close(write_fd)
+        chunks: list[bytes] = []
+        while chunk := os.read(read_fd, 65536):
+            chunks.append(chunk)
+        os.close(read_fd)
+        _, status = os.waitpid(pid, 0)
+    try:
+        rows = json.loads(b"".join(chunks) or b"null")
+    except ValueError:
+        rows = None
+    if not isinstance(rows, list):
+        return [
+            LayerStatus(
+                "sandbox",
+                False,
+                f"the probe child failed (wait status {status})",
+                "everything: no layer could be checked",
+            )
+        ]
+    return [LayerStatus(str(n), bool(a), str(d), str(p)) for n, a, d, p in rows]
+
+
+def _probe_child(workdir: str, write_fd: int) -> NoReturn:
+    code = 1
+    try:
+        config = SandboxConfig(workdir=workdir, memory_bytes=1 << 30, cpu_seconds=10)
+        statuses = enter_sandbox(config, keep_fds=[write_fd])
+        rows = [[s.name, s.active, s.detail, s.protects] for s in statuses]
+        os.write(write_fd, json.dumps(rows).encode())
+        code = 0
+    except BaseException as exc:  # noqa: BLE001 - report anything, then _exit
+        with contextlib.suppress(BaseException):
+            os.write(write_fd, json.dumps({"error": repr(exc)}).encode())
+    finally:
+        os._exit(code)

@@ -1,0 +1,258 @@
+"""Host side of one run: drive a worker's channel to a single :class:`RunOutcome`.
+
+Every frame from the worker is hostile input: it is size-bounded by the
+decoder, schema-checked by ``parse_worker_frame`` and checked against the
+run's state (call ids in order, known tool names, limits). Any violation ends
+the run as ``protocol``; the caller then kills the worker. The wall clock,
+output bytes and tool-call count are enforced here whatever the worker says.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import anyio.abc
+import orjson
+
+from ._base import CallTool, CancelSignal, FailureKind, Limits, RunOutcome, ToolAnswer
+from ._bootstrap import EXIT_HOST_GONE, EXIT_INTERNAL, EXIT_MEMORY
+from ._channel import ChannelClosed, FrameChannel
+from ._pool import Worker
+from ._protocol import ProtocolError, encode_frame, parse_worker_frame
+
+__all__ = ["drive_run"]
+
+# After the channel closed without a final frame: how long the zygote gets to
+# report the exit status before the worker is killed (and then reported).
+_STATUS_GRACE = 1.0
+
+
+async def drive_run(
+    worker: Worker,
+    *,
+    code: str,
+    tool_names: Sequence[str],
+    call_tool: CallTool,
+    limits: Limits,
+    cancel: CancelSignal | None,
+) -> RunOutcome:
+    """Run ``code`` on ``worker`` and return its outcome; the caller kills the worker."""
+    session = _Session(worker, tool_names, call_tool, limits)
+    return await session.run(code, cancel)
+
+
+class _Session:
+    __slots__ = (
+        "call_tool",
+        "calls",
+        "channel",
+        "limits",
+        "logs",
+        "output",
+        "tool_names",
+        "worker",
+    )
+
+    def __init__(
+        self, worker: Worker, tool_names: Sequence[str], call_tool: CallTool, limits: Limits
+    ) -> None:
+        self.worker = worker
+        self.tool_names = frozenset(tool_names)
+        self.call_tool = call_tool
+        self.limits = limits
+        self.channel = FrameChannel(worker.sock, limits.max_message_bytes)
+        self.logs: list[str] = []
+        self.output = 0
+        self.calls = 0
+
+    def failure(self, kind: FailureKind, message: str) -> RunOutcome:
+        return RunOutcome(kind=kind, message=message, logs=self.logs, tool_calls=self.calls)
+
+    async def run(self, code: str, cancel: CancelSignal | None) -> RunOutcome:
+        run_frame = encode_frame(
+            {
+                "type": "run",
+                "code": code,
+                "tools": sorted(self.tool_names),
+                "max_output_bytes": self.limits.max_output_bytes,
+                "max_tool_calls": self.limits.max_tool_calls,
+                "max_message_bytes": self.limits.max_message_bytes,
+            }
+        )
+        outcome: RunOutcome | None = None
+        signalled = False
+        async with anyio.create_task_group() as calls:
+            with anyio.CancelScope(deadline=anyio.current_time() + self.limits.timeout) as scope:
+
+                def on_cancel() -> None:
+                    nonlocal signalled
+                    signalled = True
+                    scope.cancel()
+
+                dispose = cancel.add_listener(on_cancel) if cancel is not None else None
+                try:
+                    outcome = await self.converse(run_frame, calls)
+                except ProtocolError as exc:
+                    outcome = self.failure("protocol", f"the worker broke the protocol: {exc}")
+                finally:
+                    if dispose is not None:
+                        dispose()
+            # The outcome is decided: tool calls still in flight are abandoned.
+            calls.cancel_scope.cancel()
+        if outcome is not None:
+            return outcome
+        if signalled:
+            return self.failure("cancelled", "the run was cancelled")
+        return self.failure(
+            "timeout", f"the run exceeded its wall-clock limit of {self.limits.timeout:g} s"
+        )
+
+    async def converse(self, run_frame: bytes, calls: anyio.abc.TaskGroup) -> RunOutcome:
+        channel = self.channel
+        try:
+            await channel.send(run_frame)  # pipelined: the worker reads it after "ready"
+        except ChannelClosed:
+            return await self.lost()
+        payload = await channel.receive()
+        if payload is None:
+            return await self.lost()
+        frame: dict[str, Any] = parse_worker_frame(payload)  # type: ignore[assignment]
+        if frame["type"] == "error" and frame["kind"] == "sandbox":
+            return self.failure("sandbox", frame["message"])
+        if frame["type"] != "ready":
+            raise ProtocolError(f"expected 'ready', got {frame['type']!r}")
+        limits = self.limits
+        names = self.tool_names
+        while True:
+            payload = await channel.receive()
+            if payload is None:
+                return await self.lost()
+            frame = parse_worker_frame(payload)  # type: ignore[assignment]
+            kind = frame["type"]
+            if kind == "log":
+                self.output += len(payload)
+                if self.output > limits.max_output_bytes:
+                    return self.output_limit()
+                self.logs.extend(frame["text"].split("\n"))
+            elif kind == "call":
+                call_id = frame["id"]
+                if call_id != self.calls + 1:
+                    raise ProtocolError(f"call id {call_id} out of order")
+                name = frame["name"]
+                if name not in names:
+                    raise ProtocolError(f"call to unknown tool {name[:80]!r}")
+                self.calls = call_id
+                if call_id > limits.max_tool_calls:
+                    self.calls = limits.max_tool_calls
+                    return self.failure(
+                        "tool_call_limit",
+                        f"the program made more than {limits.max_tool_calls} tool calls",
+                    )
+                calls.start_soon(self.answer, call_id, name, frame["args"])
+            elif kind == "done":
+                self.output += len(payload)
+                if self.output > limits.max_output_bytes:
+                    return self.output_limit()
+                if "result" in frame:
+                    return RunOutcome(
+                        logs=self.logs,
+                        result=frame["result"],
+                        has_result=True,
+                        tool_calls=self.calls,
+                    )
+                return RunOutcome(logs=self.logs, tool_calls=self.calls)
+            elif kind == "error":
+                if frame["kind"] == "sandbox":
+                    raise ProtocolError("a sandbox error after 'ready'")
+                self.output += len(payload)
+                if self.output > limits.max_output_bytes and frame["kind"] != "output_limit":
+                    return self.output_limit()
+                return self.failure(frame["kind"], frame["message"])
+            else:
+                raise ProtocolError(f"unexpected {kind!r} frame")
+
+    def output_limit(self) -> RunOutcome:
+        return self.failure(
+            "output_limit",
+            f"the program's output exceeded {self.limits.max_output_bytes} bytes",
+        )
+
+    async def answer(self, call_id: int, name: str, args: Any) -> None:
+        try:
+            answer = await self.call_tool(name, args)
+            if not isinstance(answer, ToolAnswer):
+                answer = ToolAnswer.failure(
+                    f"internal error: call_tool returned {type(answer).__name__}"
+                )
+        except Exception as exc:  # a tool's failure is data for the program
+            answer = ToolAnswer.failure(f"{type(exc).__name__}: {exc}")
+        try:
+            if answer.ok:
+                data = encode_frame({"type": "answer", "id": call_id, "ok": True, "value": answer.value})
+            else:
+                data = encode_frame(
+                    {"type": "answer", "id": call_id, "ok": False, "message": str(answer.message)}
+                )
+        except (TypeError, orjson.JSONEncodeError) as exc:
+            data = encode_frame(
+                {"type": "answer", "id": call_id, "ok": False, "message": f"the answer is not JSON: {exc}"}
+            )
+        if len(data) - 4 > self.limits.max_message_bytes:
+            data = encode_frame(
+                {
+                    "type": "answer",
+                    "id": call_id,
+                    "ok": False,
+                    "message": f"the answer is {len(data) - 4} bytes, over the message limit "
+                    f"of {self.limits.max_message_bytes}",
+                }
+            )
+        try:
+            await self.channel.send(data)
+        except ChannelClosed:
+            pass  # the main loop sees the worker go and reports it
+
+    async def lost(self) -> RunOutcome:
+        """The channel closed without a final frame: find out how the worker ended."""
+        worker = self.worker
+        status = await worker.wait_status(_STATUS_GRACE)
+        if status is None:
+            worker.kill()
+            status = await worker.wait_status(_STATUS_GRACE)
+        if status is None:
+            return self.failure("crashed", "the worker was lost (its supervisor went away)")
+        return self.classify_exit(status)
+
+    def classify_exit(self, status: int) -> RunOutcome:
+        code = os.waitstatus_to_exitcode(status)
+        if code < 0:
+            signum = -code
+            if signum == signal.SIGXCPU:
+                return self.failure(
+                    "timeout",
+                    f"the program exceeded its CPU time limit of {self.limits.cpu_seconds:g} s",
+                )
+            name = _signal_name(signum)
+            if signum == signal.SIGSYS:
+                return self.failure(
+                    "crashed", f"the worker made a forbidden system call and was killed ({name})"
+                )
+            if signum == signal.SIGXFSZ:
+                return self.failure("crashed", f"the worker exceeded its file size limit ({name})")
+            return self.failure("crashed", f"the worker was killed by {name}")
+        if code == EXIT_MEMORY:
+            return self.failure("memory", "the program ran out of memory")
+        if code in (EXIT_INTERNAL, EXIT_HOST_GONE):
+            return self.failure("crashed", f"the worker failed internally (exit code {code})")
+        return self.failure("crashed", f"the worker exited unexpectedly with code {code}")
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"

@@ -1,0 +1,148 @@
+"""The CPython backend: each run in a fresh, sandboxed, forked worker process.
+
+Security warning: the program is hostile. Isolation comes from the OS layers of
+``runtime._sandbox`` (namespaces, seccomp, Landlock, rlimits, uid drop), an
+import allow-list and, with ``restricted=True``, RestrictedPython. A layer the
+machine cannot provide is skipped unless ``strict=True`` (then the run ends as
+``sandbox``); ``ptc doctor`` lists what is active. Limits are enforced by the
+host as well, so a worker that ignores them is killed.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Collection, Iterable, Sequence
+from typing import Final, Literal
+
+from ._base import CallTool, CancelSignal, Limits, RunOutcome, Runtime
+from ._pool import SandboxKey, WorkerPool
+from ._session import drive_run
+
+__all__ = ["LAYERS", "Layer", "SubprocessRuntime"]
+
+Layer = Literal["namespaces", "seccomp", "landlock"]
+#: The optional OS layers; every one is on unless ``layers`` says otherwise.
+LAYERS: Final[frozenset[str]] = frozenset({"namespaces", "seccomp", "landlock"})
+_MAX_OPEN_FILES: Final = 64
+# Modules the bootstrap itself needs in every worker.
+_BOOTSTRAP_MODULES: Final = ("asyncio",)
+
+
+def _default_allowed_modules() -> frozenset[str] | None:
+    try:
+        from ._imports import DEFAULT_ALLOWED_MODULES
+    except ImportError:
+        return None
+    return frozenset(DEFAULT_ALLOWED_MODULES)
+
+
+class SubprocessRuntime(Runtime):
+    """Run programs in forked CPython workers from a warm zygote.
+
+    Args:
+        limits: default limits of a run (each :meth:`run` may pass its own).
+        allowed_modules: top-level modules a program may import; ``None`` means
+            the safe standard-library default of ``runtime._imports``.
+        restricted: also compile programs with RestrictedPython.
+        strict: refuse to run (outcome ``sandbox``) when an OS layer is missing.
+        spares: pre-forked, already sandboxed workers kept ready.
+        layers: the optional OS layers to use (``None``: all of
+            ``namespaces``, ``seccomp``, ``landlock``; ``()``: none, for tests).
+            Limits (rlimits) always apply.
+        python: the interpreter that runs the zygote.
+
+    Many :meth:`run` calls may proceed concurrently; each gets its own worker,
+    which is never reused. The zygote starts on the first run (or
+    :meth:`start`) and :meth:`aclose` stops it and every spare.
+    """
+
+    name = "subprocess"
+
+    def __init__(
+        self,
+        *,
+        limits: Limits | None = None,
+        allowed_modules: Iterable[str] | None = None,
+        restricted: bool = False,
+        strict: bool = False,
+        spares: int = 2,
+        layers: Collection[Layer] | None = None,
+        python: str | None = None,
+    ) -> None:
+        chosen = LAYERS if layers is None else frozenset(layers)
+        unknown = chosen - LAYERS
+        if unknown:
+            raise ValueError(f"unknown sandbox layers: {sorted(unknown)}")
+        if spares < 0:
+            raise ValueError(f"spares must be >= 0, got {spares}")
+        self._limits = limits if limits is not None else Limits()
+        self._layers = chosen
+        self._strict = strict
+        allowed = (
+            _default_allowed_modules() if allowed_modules is None else frozenset(allowed_modules)
+        )
+        preimport = sorted({*(allowed or ()), *_BOOTSTRAP_MODULES})
+        self._pool = WorkerPool(
+            python=python or sys.executable,
+            allowed_modules=allowed,
+            preimport=preimport,
+            restricted=restricted,
+            spares=spares,
+            default_key=self._key(self._limits),
+        )
+
+    @property
+    def limits(self) -> Limits:
+        """The default limits of a run."""
+        return self._limits
+
+    def _key(self, limits: Limits) -> SandboxKey:
+        return SandboxKey(
+            memory_bytes=int(limits.memory_bytes),
+            cpu_seconds=float(math.ceil(limits.cpu_seconds)),
+            max_open_files=_MAX_OPEN_FILES,
+            namespaces="namespaces" in self._layers,
+            seccomp="seccomp" in self._layers,
+            landlock="landlock" in self._layers,
+            strict=self._strict,
+        )
+
+    async def start(self) -> None:
+        """Start the zygote and its spares now instead of on the first run."""
+        await self._pool.start()
+
+    async def run(
+        self,
+        code: str,
+        *,
+        tool_names: Sequence[str],
+        call_tool: CallTool,
+        limits: Limits | None = None,
+        cancel: CancelSignal | None = None,
+    ) -> RunOutcome:
+        if not isinstance(code, str):
+            raise TypeError(f"code must be str, not {type(code).__name__}")
+        names = list(tool_names)
+        for tool_name in names:
+            if not isinstance(tool_name, str):
+                raise TypeError(f"tool names must be str, got {tool_name!r}")
+        limits = limits if limits is not None else self._limits
+        if cancel is not None and cancel.aborted:
+            return RunOutcome.failure("cancelled", "the run was cancelled before it started")
+        worker = await self._pool.acquire(self._key(limits))
+        try:
+            return await drive_run(
+                worker,
+                code=code,
+                tool_names=names,
+                call_tool=call_tool,
+                limits=limits,
+                cancel=cancel,
+            )
+        finally:
+            worker.kill()
+            worker.close()
+
+    async def aclose(self) -> None:
+        await self._pool.aclose()
