@@ -7,9 +7,14 @@ reST ``:param x:`` and numpy ``Parameters`` sections are understood too).
 Choices a tool author should know:
 
 * Arguments reach the function JSON-shaped (lists stay lists, TypedDicts stay
-  plain dicts); only ``enum.Enum`` values are converted to their members, and
-  members in the return value back to their values, so an enum annotation is
-  honest in both directions.
+  plain dicts). Two conversions keep annotations honest: ``enum.Enum`` values
+  become members (and members in the return value become values again), and an
+  integral float such as ``2.0`` — valid JSON Schema ``integer`` — becomes an
+  ``int`` where an ``int`` is annotated.
+* Docstring notes and warnings stay in the description; examples and the
+  ``Args``/``Returns``/``Raises`` sections do not. Documenting a parameter the
+  signature lacks is a registration error (stale docs mislead the model). An
+  ``Annotated[X, "text"]`` description wins over the docstring's.
 * TypedDicts are closed (``additionalProperties: false``): the model may not
   invent keys, and a returned dict with undeclared keys fails as
   ``INVALID_TOOL_OUTPUT``. A recursive TypedDict goes to ``$defs`` and is
@@ -23,7 +28,6 @@ from __future__ import annotations
 
 import enum
 import inspect
-import re
 import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, MutableSequence, Sequence
@@ -47,6 +51,7 @@ from typing import (
 import anyio.to_thread
 import jsonschema
 
+from ._docstring import Docstring, parse_docstring
 from ._exceptions import RegistrationError
 from ._json import NotJsonError, snapshot_json
 from ._types import RenderFn, ToolDefinition, ToolOutput, ToolRunContext
@@ -117,7 +122,11 @@ def define_tool(
     except (TypeError, ValueError) as exc:
         raise RegistrationError(tool, f"cannot read the signature of {fn!r}: {exc}") from exc
     hints = _resolve_hints(tool, target)
-    doc = parse_docstring(inspect.getdoc(fn))
+    doc = parse_docstring(inspect.getdoc(target))
+    if target is not fn and not doc.description:
+        # A callable object: its class docstring describes the tool, but its
+        # ``Args:`` belong to the constructor, not to the call.
+        doc = Docstring(parse_docstring(inspect.getdoc(fn)).description, doc.params, doc.returns)
 
     schemas = _Schemas(tool)
     params: list[_Param] = []
@@ -659,151 +668,3 @@ def _matcher(member: Any, decode: bool) -> Callable[[Any], bool]:
 
 
 # --------------------------------------------------------------------------- docstrings
-
-
-@dataclass(frozen=True, slots=True)
-class Docstring:
-    """The parts of a docstring a tool definition uses."""
-
-    description: str
-    params: dict[str, str]
-    returns: str | None
-
-
-_PARAM_SECTIONS = frozenset(
-    {
-        "args",
-        "arguments",
-        "parameters",
-        "params",
-        "keyword args",
-        "keyword arguments",
-        "other parameters",
-        "attributes",
-        "keys",
-        "fields",
-    }
-)
-_RETURN_SECTIONS = frozenset({"returns", "return", "yields", "yield"})
-# Sections about the Python API (examples call the function, not the tool) are
-# dropped; notes and warnings usually state behaviour the model needs, so they stay.
-_SECTIONS = (
-    _PARAM_SECTIONS
-    | _RETURN_SECTIONS
-    | frozenset(
-        {
-            "raises",
-            "raise",
-            "warns",
-            "example",
-            "examples",
-            "see also",
-            "todo",
-            "references",
-            "methods",
-        }
-    )
-)
-_KEPT_SECTIONS = frozenset({"note", "notes", "warning", "warnings"})
-_GOOGLE_HEADER = re.compile(r"^([A-Za-z][A-Za-z ]*):\s*$")
-_NUMPY_RULE = re.compile(r"^\s*-{3,}\s*$")
-_GOOGLE_ENTRY = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:(.*)$")
-_NUMPY_ENTRY = re.compile(r"^(\*{0,2}\w+(?:\s*,\s*\*{0,2}\w+)*)\s*(?::.*)?$")
-_REST_FIELD = re.compile(r"^:(\w+)((?:\s+[^:]*?)?)\s*:(.*)$")
-
-
-def parse_docstring(doc: str | None) -> Docstring:
-    """Split a docstring into description, per-parameter texts and the returns text."""
-    lines = inspect.cleandoc(doc).splitlines() if doc else []
-    description: list[str] = []
-    sections: list[tuple[str, str, list[str]]] = []  # (style, title, body lines)
-    body: list[str] | None = None
-    numpy = False
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        following = lines[i + 1] if i + 1 < len(lines) else ""
-        title = line.strip().lower()
-        if (
-            line[:1].strip()
-            and title in _SECTIONS | _KEPT_SECTIONS
-            and _NUMPY_RULE.match(following)
-        ):
-            if title in _KEPT_SECTIONS:
-                body, numpy = None, False
-                description += [line, following]
-            else:
-                body, numpy = [], True
-                sections.append(("numpy", title, body))
-            i += 2
-            continue
-        header = _GOOGLE_HEADER.match(line)
-        if header and header.group(1).lower() in _SECTIONS:
-            body, numpy = [], False
-            sections.append(("google", header.group(1).lower(), body))
-        elif _REST_FIELD.match(line):
-            body, numpy = [line], False
-            sections.append(("rest", "", body))
-        elif body is not None and (numpy or not line.strip() or line[0].isspace()):
-            body.append(line)
-        else:
-            # Google sections end where the indentation returns to the margin.
-            body = None
-            description.append(line)
-        i += 1
-
-    params: dict[str, str] = {}
-    returns: str | None = None
-    for style, title, section in sections:
-        if style == "rest":
-            field = _REST_FIELD.match(section[0])
-            assert field is not None
-            kind, arg, text = field.group(1), field.group(2).split(), field.group(3)
-            text = _join([text, *section[1:]])
-            if kind in ("param", "parameter", "arg", "argument", "key", "keyword") and arg:
-                params[arg[-1]] = text
-            elif kind in ("returns", "return"):
-                returns = text
-        elif title in _RETURN_SECTIONS:
-            # A numpy entry starts with its type line ("str"); the text follows.
-            returns = _join(section[1:] if style == "numpy" else section) or None
-        elif title in _PARAM_SECTIONS:
-            params.update(_entries(section, numpy=style == "numpy"))
-    text = re.sub(r"\n{3,}", "\n\n", "\n".join(description)).strip()
-    return Docstring(description=text, params=params, returns=returns)
-
-
-def _entries(section: list[str], *, numpy: bool) -> dict[str, str]:
-    indents = [len(line) - len(line.lstrip()) for line in section if line.strip()]
-    if not indents:
-        return {}
-    margin = min(indents)
-    out: dict[str, str] = {}
-    names: list[str] = []
-    texts: list[str] = []
-
-    def flush() -> None:
-        for name in names:
-            out[name] = _join(texts)
-
-    for line in section:
-        if line.strip() and len(line) - len(line.lstrip()) == margin:
-            flush()
-            entry = line.strip()
-            match = (_NUMPY_ENTRY if numpy else _GOOGLE_ENTRY).match(entry)
-            if match is None:
-                names, texts = [], []
-                continue
-            if numpy:
-                names = [n.strip().lstrip("*") for n in match.group(1).split(",")]
-                texts = []
-            else:
-                names, texts = [match.group(1)], [match.group(2)]
-        else:
-            texts.append(line)
-    flush()
-    return out
-
-
-def _join(lines: list[str]) -> str:
-    return " ".join(line.strip() for line in lines if line.strip())

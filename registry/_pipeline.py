@@ -66,7 +66,7 @@ def _aborted(before_dispatch: bool, message: str | None = None) -> ToolFailure:
 class _Run:
     """State of one call through the pipeline."""
 
-    __slots__ = ("body_started", "compiled", "ctx", "execution", "policy", "registry")
+    __slots__ = ("arguments", "body_started", "compiled", "ctx", "execution", "policy", "registry")
 
     def __init__(
         self,
@@ -79,6 +79,9 @@ class _Run:
         self.execution = execution
         self.compiled = compiled
         self.policy = policy
+        # The validated arguments, private to the pipeline: a listener that mutates
+        # ``execution.arguments`` cannot change (or invalidate) what the body runs with.
+        self.arguments = snapshot_json(execution.arguments)
         self.body_started = False
         self.ctx: ToolRunContext | None = None
 
@@ -280,10 +283,11 @@ async def _invoke_body(run: _Run, wrapper_signal: AbortSignal) -> ToolResult:
     signal, detach = AbortSignal.any(execution.signal, wrapper_signal)
     try:
         if signal.aborted:
-            return _aborted(True)
+            # A wrapper may call ``call_next`` again after the body already ran.
+            return _with_deferred(run, _aborted(not run.body_started))
         ctx = ToolRunContext(execution, signal, run.registry)
         run.ctx = ctx
-        arguments = snapshot_json(execution.arguments)
+        arguments = snapshot_json(run.arguments)
         outcome: ToolResult | None = None
         value: Any = None
         returned = False

@@ -163,11 +163,12 @@ class ToolRegistry:
         output_schema: dict[str, Any] | None = None,
         render: Any = None,
     ) -> Any:
-        """Decorator: register a typed async function as a tool.
+        """Decorator: register a typed function as a tool (see :func:`define_tool`).
 
         The parameter schema comes from the signature (and per-parameter
-        descriptions from a Google-style ``Args:`` docstring section), the output
-        schema from the return annotation. The function is returned unchanged.
+        descriptions from the docstring's ``Args:`` section), the output schema
+        from the return annotation. Async functions are awaited; plain functions
+        run in a worker thread. The function is returned unchanged.
         """
         from ._decorator import define_tool
 

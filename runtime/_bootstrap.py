@@ -479,6 +479,7 @@ def serve(
     """Announce readiness, run the one program the host sends, report, exit."""
     asyncio.set_event_loop(loop)
     guard = _import_guard(settings)
+    _prewarm(loop)
     sock.sendall(encode_frame({"type": "ready", "layers": layers}))
     frame = _recv_frame(sock, FrameDecoder(1 << 30))
     run = _Run(sock, loop, frame)
@@ -511,6 +512,32 @@ def serve(
             run.fail("memory", _memory_message())
         run.fail("exception", message)
     run.report(value)
+
+
+_PREWARM_CODE = """\
+values = [await _f(i) for i in range(3)]
+print(values)
+return {"n": len(values), "ok": True}
+"""
+
+
+def _prewarm(loop: asyncio.AbstractEventLoop) -> None:
+    """Walk the per-run code paths once so a fork's copy-on-write faults happen
+    while the worker is a spare, not while a program waits."""
+
+    async def echo(value: int) -> int:
+        return value
+
+    namespace: dict[str, Any] = {"__builtins__": builtins, "_f": echo, _NOTHING_NAME: _NOTHING}
+    exec(compile_program(_PREWARM_CODE), namespace)
+    stdout = sys.stdout
+    sys.stdout = io.StringIO()
+    try:
+        value = loop.run_until_complete(namespace["<module>"]())
+    finally:
+        sys.stdout = stdout
+    check_json(value)
+    orjson.loads(encode_frame({"type": "done", "result": value})[4:])
 
 
 def _memory_message() -> str:

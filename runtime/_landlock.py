@@ -24,6 +24,8 @@ from typing import Final
 __all__ = [
     "LandlockUnavailableError",
     "abi_version",
+    "create_ruleset",
+    "enforce",
     "restrict_self",
 ]
 
@@ -113,30 +115,26 @@ def _handled_fs(abi: int) -> int:
     return rights
 
 
-def restrict_self(
+def create_ruleset(
     *, read_only: Iterable[str], read_write: Iterable[str], devices: Iterable[str] = ()
-) -> int:
-    """Confine the calling thread to the given paths; return the ABI version used.
+) -> tuple[int, int]:
+    """Build a ruleset; return ``(ruleset fd, ABI version)`` for :func:`enforce`.
 
     ``read_only`` paths (files or directories, recursively) may be read,
     ``read_write`` paths may also be changed, ``devices`` (like ``/dev/null``)
-    may be read and written. Paths that do not exist are skipped. Sets
-    ``no_new_privs`` first, as the kernel requires.
+    may be read and written; paths that do not exist are skipped. Call it while
+    the paths can still be opened (before dropping privileges).
     """
     abi = abi_version()
     handled_fs = _handled_fs(abi)
     handled_net = (_NET_BIND_TCP | _NET_CONNECT_TCP) if abi >= 4 else 0
     scoped = (_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL) if abi >= 6 else 0
     # struct landlock_ruleset_attr grew with the ABI; pass the size this kernel knows.
-    attr = struct.pack("=QQQ", handled_fs, handled_net, scoped)
     size = 8 if abi < 4 else 16 if abi < 6 else 24
-    attr_buffer = ctypes.create_string_buffer(attr[:size], size)
+    attr = ctypes.create_string_buffer(struct.pack("=QQQ", handled_fs, handled_net, scoped), 24)
     syscall = _syscall()
-    ruleset = syscall(
-        ctypes.c_long(_SYS_CREATE_RULESET),
-        attr_buffer,
-        ctypes.c_size_t(size),
-        ctypes.c_uint32(0),
+    ruleset = int(
+        syscall(ctypes.c_long(_SYS_CREATE_RULESET), attr, ctypes.c_size_t(size), ctypes.c_uint32(0))
     )
     if ruleset < 0:
         err = ctypes.get_errno()
@@ -144,26 +142,38 @@ def restrict_self(
     try:
         for paths, rights in ((read_only, _READ_ONLY), (read_write, _READ_WRITE)):
             for path in paths:
-                _add_path_rule(syscall, int(ruleset), path, rights & handled_fs)
+                _add_path_rule(syscall, ruleset, path, rights & handled_fs)
         for path in devices:
-            _add_path_rule(syscall, int(ruleset), path, (_READ_FILE | _WRITE_FILE) & handled_fs)
+            _add_path_rule(syscall, ruleset, path, (_READ_FILE | _WRITE_FILE) & handled_fs)
+    except BaseException:
+        os.close(ruleset)
+        raise
+    return ruleset, abi
+
+
+def enforce(ruleset: int) -> None:
+    """Set ``no_new_privs`` and confine the calling thread to ``ruleset`` (then closed)."""
+    try:
         libc = ctypes.CDLL(None, use_errno=True)
         prctl = libc.prctl
-        prctl.argtypes = (
-            ctypes.c_int,
-            ctypes.c_ulong,
-            ctypes.c_ulong,
-            ctypes.c_ulong,
-            ctypes.c_ulong,
-        )
+        prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong)
         if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             err = ctypes.get_errno()
             raise LandlockUnavailableError(err, f"PR_SET_NO_NEW_PRIVS: {os.strerror(err)}")
-        if syscall(ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)):
+        restrict = _syscall()
+        if restrict(ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)):
             err = ctypes.get_errno()
             raise LandlockUnavailableError(err, f"landlock_restrict_self: {os.strerror(err)}")
     finally:
-        os.close(int(ruleset))
+        os.close(ruleset)
+
+
+def restrict_self(
+    *, read_only: Iterable[str], read_write: Iterable[str], devices: Iterable[str] = ()
+) -> int:
+    """:func:`create_ruleset` then :func:`enforce`; returns the ABI version used."""
+    ruleset, abi = create_ruleset(read_only=read_only, read_write=read_write, devices=devices)
+    enforce(ruleset)
     return abi
 
 

@@ -20,10 +20,11 @@ mount namespace set-up must finish before seccomp forbids ``mount``.
 from __future__ import annotations
 
 import ctypes
+import functools
 import errno
 import os
 from collections.abc import Iterable
-from typing import Final
+from typing import Final, NoReturn
 
 __all__ = [
     "CLONE_NEWIPC",
@@ -38,6 +39,7 @@ __all__ = [
     "SANDBOX_WORKDIR",
     "build_private_root",
     "map_ids",
+    "map_self",
     "set_hostname",
     "unshare",
 ]
@@ -80,6 +82,7 @@ _SYS_PIVOT_ROOT: Final = {"x86_64": 155, "aarch64": 41}
 _DEVICES: Final = ("/dev/null", "/dev/zero", "/dev/urandom")
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
@@ -116,7 +119,7 @@ def _write(path: str, text: str) -> None:
         os.close(fd)
 
 
-def map_ids(ready_to_map: int, mapped: int, target_pid: int, *, privileged: bool) -> None:
+def map_ids(ready_to_map: int, mapped: int, target_pid: int) -> NoReturn:
     """Body of the helper that writes ``target_pid``'s id maps; never returns.
 
     Runs in a child forked *before* the target unshares its user namespace: it
@@ -126,11 +129,10 @@ def map_ids(ready_to_map: int, mapped: int, target_pid: int, *, privileged: bool
     ok = b"0"
     try:
         if os.read(ready_to_map, 1) == b"1":
-            if privileged:
-                ids = f"0 {HOST_ROOT_ID} 1\n{SANDBOX_ID} {HOST_SANDBOX_ID} 1\n"
-                _write(f"/proc/{target_pid}/gid_map", ids)
-                _write(f"/proc/{target_pid}/uid_map", ids)
-                ok = b"1"
+            ids = f"0 {HOST_ROOT_ID} 1\n{SANDBOX_ID} {HOST_SANDBOX_ID} 1\n"
+            _write(f"/proc/{target_pid}/gid_map", ids)
+            _write(f"/proc/{target_pid}/uid_map", ids)
+            ok = b"1"
     except BaseException:  # noqa: BLE001 - a forked helper must reach _exit whatever happens
         ok = b"0"
     finally:
@@ -147,8 +149,8 @@ def map_self(uid: int, gid: int) -> None:
     _write("/proc/self/uid_map", f"0 {uid} 1\n")
 
 
-def _bind(source: str, target: str, *, read_only: bool) -> None:
-    _mount(source, target, None, _MS_BIND | _MS_REC, None)
+def _bind(source_fd: int, target: str, *, read_only: bool) -> None:
+    _mount(f"/proc/self/fd/{source_fd}", target, None, _MS_BIND | _MS_REC, None)
     if read_only:
         # A bind mount of a mount inherited from a more privileged namespace keeps
         # its locked flags (atime, nosuid...): a remount must repeat them or fails.
@@ -157,8 +159,7 @@ def _bind(source: str, target: str, *, read_only: bool) -> None:
         _mount(None, target, None, flags, None)
 
 
-def _make_mount_point(root: str, path: str, *, directory: bool) -> str:
-    target = root + path
+def _make_mount_point(target: str, *, directory: bool) -> str:
     if directory:
         os.makedirs(target, mode=0o755, exist_ok=True)
     else:
@@ -177,43 +178,57 @@ def _pivot_root_number() -> int:
 def build_private_root(workdir: str, read_only: Iterable[str]) -> list[str]:
     """Make a fresh root of the read-only paths, the devices and ``workdir`` at ``/tmp``.
 
-    Must run inside a new mount namespace with ``CAP_SYS_ADMIN`` there. On
-    success the process's root and cwd are the new root's ``/`` (the old root is
-    gone); returns the devices that were bound. On failure the mount namespace
-    is left as it was before and ``OSError`` is raised.
+    Must run right after ``unshare`` (new user and mount namespaces), before
+    any id switch: paths are opened while the process still has its host
+    credentials (a Python installation below ``/root`` is not searchable by the
+    unprivileged ids), then the process becomes the namespace's root, so that
+    the mount points it creates are owned by a mapped id. On success the
+    process's root and cwd are the new root's ``/tmp``, the old root is gone,
+    and the devices that were bound are returned. On failure ``OSError`` is
+    raised and no mount is left over the work directory.
     """
     libc = _libc()
     pivot_root = _pivot_root_number()
-    # Keep our mounts from propagating back into the host's namespace.
-    _mount(None, "/", None, _MS_REC | _MS_PRIVATE, None)
-    work_fd = os.open(workdir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    root = os.path.realpath(workdir)
+    opened: list[int] = []
+
+    def open_path(path: str, flags: int = 0) -> int:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC | flags)
+        opened.append(fd)
+        return fd
+
     try:
-        # The new root is a tmpfs mounted over the work directory itself: an
-        # existing directory that nobody else uses, whose real content stays
-        # reachable through work_fd.
-        _mount("tmpfs", root, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,nr_inodes=4096,mode=0755")
+        work_fd = open_path(workdir, os.O_DIRECTORY)
+        binds = [(open_path(path), path) for path in sorted(set(read_only)) if os.path.isdir(path)]
+        devices = [(open_path(dev), dev) for dev in _DEVICES if os.path.exists(dev)]
+        # Keep our mounts from propagating back into the host's namespace.
+        _mount(None, "/", None, _MS_REC | _MS_PRIVATE, None)
+        # The new root is a tmpfs over the work directory itself (an existing
+        # directory nobody else uses; its real content stays reachable through
+        # work_fd). Relative paths from inside it need no search permission on
+        # the host directories above it. uid=0 is the namespace's root: the
+        # default (our still-unmapped host id) would make it unwritable.
+        _mount("tmpfs", workdir, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,nr_inodes=4096,mode=0755,uid=0,gid=0")
+        os.chdir(workdir)
         try:
-            for path in sorted(set(read_only)):
-                if os.path.isdir(path):
-                    _bind(path, _make_mount_point(root, path, directory=True), read_only=True)
-            devices = []
-            for device in _DEVICES:
-                if os.path.exists(device):
-                    _bind(device, _make_mount_point(root, device, directory=False), read_only=False)
-                    devices.append(device)
-            target = _make_mount_point(root, SANDBOX_WORKDIR, directory=True)
+            os.setresgid(0, 0, 0)
+            os.setresuid(0, 0, 0)
+            for fd, path in binds:
+                target = _make_mount_point("." + path, directory=True)
+                _bind(fd, target, read_only=True)
+            for fd, path in devices:
+                _bind(fd, _make_mount_point("." + path, directory=False), read_only=False)
+            target = _make_mount_point("." + SANDBOX_WORKDIR, directory=True)
             _mount(f"/proc/self/fd/{work_fd}", target, None, _MS_BIND, None)
-            _mount(None, root, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
-            os.chdir(root)
+            _mount(None, ".", None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
             _check(libc.syscall(ctypes.c_long(pivot_root), b".", b"."), "pivot_root")
         except BaseException:
-            os.chdir("/")
-            libc.umount2(os.fsencode(root), ctypes.c_int(_MNT_DETACH))
+            libc.umount2(b".", ctypes.c_int(_MNT_DETACH))
+            os.fchdir(work_fd)
             raise
         # The old root is stacked on top of the new one at "/": detach it whole.
         _check(libc.umount2(b".", ctypes.c_int(_MNT_DETACH)), "umount old root")
         os.chdir(SANDBOX_WORKDIR)
     finally:
-        os.close(work_fd)
-    return devices
+        for fd in opened:
+            os.close(fd)
+    return [path for _, path in devices]

@@ -67,8 +67,11 @@ class Worker:
             with contextlib.suppress(OSError):
                 os.killpg(self.pid, signal.SIGKILL)
 
-    async def wait_status(self, timeout: float) -> int | None:
-        """The raw wait status once the zygote reaped the worker, ``None`` if unknown."""
+    async def wait_status(self, timeout: float) -> tuple[int, float] | None:
+        """``(raw wait status, CPU seconds)`` once the zygote reaped the worker.
+
+        ``None`` when it is not known within ``timeout`` (or the zygote is gone).
+        """
         data = b""
         with anyio.move_on_after(timeout):
             while True:
@@ -84,7 +87,8 @@ class Worker:
             return None
         self._exited = True
         try:
-            return int(data)
+            status, cpu = data.split()
+            return int(status), float(cpu)
         except ValueError:
             return None
 
@@ -273,9 +277,9 @@ class WorkerPool:
             while not self._spares:
                 self._replenish(zygote)
                 await self._wait(zygote, lambda: bool(self._spares))
-            worker = self._spares.popleft()
-            self._replenish(zygote)
-            return worker
+            # No replenishing here: a spare forked now would compete with this
+            # run for the CPU. :meth:`release` asks for the replacement.
+            return self._spares.popleft()
         request_id = self._send(zygote, key)
         await self._wait(zygote, lambda: request_id in self._replies)
         reply = self._replies.pop(request_id)
@@ -320,6 +324,14 @@ class WorkerPool:
                 if self._spare_error is not None:
                     message, self._spare_error = self._spare_error, None
                     raise WorkerStartError(message)
+
+    def release(self, worker: Worker) -> None:
+        """Kill and close ``worker`` after its run, then top the spares up again."""
+        worker.kill()
+        worker.close()
+        zygote = self._zygote
+        if zygote is not None and zygote.alive and not self._closed:
+            self._replenish(zygote)
 
     async def _ensure_zygote(self) -> _Zygote:
         if self._closed:

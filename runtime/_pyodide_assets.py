@@ -15,6 +15,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ._exceptions import RuntimeUnavailableError
+
 __all__ = [
     "ASSET_FILES",
     "INSTALL_COMMAND",
@@ -51,14 +53,18 @@ INSTALL_COMMAND = "ptc runtime install pyodide"
 _EXTRA_HINT = "pip install 'ptc-runner[pyodide]'"
 
 
-class PyodideNotInstalledError(RuntimeError):
-    """A piece of the Pyodide runtime is missing; the message says how to install it."""
+class PyodideNotInstalledError(RuntimeUnavailableError):
+    """A piece of the Pyodide runtime is missing; the message says how to install it.
+
+    Attributes:
+        missing: what was not found.
+    """
 
     def __init__(self, missing: str) -> None:
         self.missing = missing
         super().__init__(
-            f"the Pyodide runtime is not installed: {missing}. "
-            f"Install Deno with `{_EXTRA_HINT}`, then run `{INSTALL_COMMAND}`."
+            "pyodide",
+            f"{missing}; install Deno with `{_EXTRA_HINT}`, then run `{INSTALL_COMMAND}`",
         )
 
 

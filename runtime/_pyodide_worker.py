@@ -1,17 +1,20 @@
-"""One Deno process running one Pyodide instance: spawn, frames, limits, kill.
+"""One Deno process running one Pyodide instance: spawn, limits, status, kill.
 
 The command line is the sandbox: ``--no-prompt`` and no ``--allow-*`` flag but
 ``--allow-read`` of the Pyodide assets and ``runtime/pyodide/``, so every other
 Deno capability (net, run, env, write, ffi, sys, imports) is denied; V8 flags
 cap the JS heap and the wasm memory and forbid code generation from strings.
-The process gets its own session (so its group is killed as one), an almost
-empty environment and a private ``DENO_DIR``.
+The process gets its own session (its group is killed as one), an almost empty
+environment and a private ``DENO_DIR``. Its stdin and stdout are one end of a
+socket pair: the run channel, spoken with the frames of ``runtime._protocol``.
+
+The process is started with :class:`subprocess.Popen` rather than an event
+loop's subprocess API, so an idle spare belongs to no event loop.
 
 Security warning: the program controls the Deno process's stdout (it can reach
-``Deno.stdout`` through ``import js``). Every frame read here is bounded by
-:class:`~runtime._protocol.FrameDecoder` and checked by
-:func:`~runtime._protocol.parse_worker_frame`; callers kill the worker on any
-:class:`~runtime._protocol.ProtocolError` and never reuse it.
+``Deno.stdout`` through ``import js``). The run channel is read only through
+``runtime._session``, which bounds and checks every frame; a worker is killed
+after its one run and never reused.
 """
 
 from __future__ import annotations
@@ -20,29 +23,24 @@ import contextlib
 import os
 import resource
 import signal
+import socket
+import subprocess
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
-import anyio.abc
-import anyio.lowlevel
 
-from ._protocol import FrameDecoder, WorkerFrame, encode_frame, parse_worker_frame
+from ._pool import Worker
 from ._pyodide_assets import WORKER_DIR, PyodideInstall
 
-__all__ = ["PyodideWorker", "WorkerGone", "WorkerProfile", "deno_command"]
+__all__ = ["DenoWorker", "WorkerProfile", "deno_command"]
 
 _MiB = 1024 * 1024
 _WASM_PAGE = 64 * 1024
 _MAX_WASM_PAGES = 65536  # wasm32: 4 GiB
 _MIN_WASM_BYTES = 128 * _MiB  # the snapshot alone restores ~32 MiB
-_READ_CHUNK = 1 << 16
 _STDERR_TAIL = 8192
-
-
-class WorkerGone(Exception):
-    """The worker's stdout closed: the process exited or was killed."""
+_REAP_TIMEOUT = 5.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,10 +57,10 @@ class WorkerProfile:
 
     @classmethod
     def for_limits(cls, memory_bytes: int, max_message_bytes: int) -> WorkerProfile:
-        wasm = min(max(memory_bytes, _MIN_WASM_BYTES), _MAX_WASM_PAGES * _WASM_PAGE)
-        # The JS heap holds frames in transit (a frame may be JSON-parsed and
-        # re-encoded at once) and Pyodide's own JS objects.
-        heap = 256 + 4 * max_message_bytes // _MiB
+        wasm = min(max(int(memory_bytes), _MIN_WASM_BYTES), _MAX_WASM_PAGES * _WASM_PAGE)
+        # The JS heap holds frames in transit (one may be decoded and re-encoded
+        # at once) besides Pyodide's own objects.
+        heap = 256 + 4 * int(max_message_bytes) // _MiB
         return cls(wasm_bytes=wasm // _WASM_PAGE * _WASM_PAGE, heap_mib=heap)
 
 
@@ -99,144 +97,152 @@ def _environment(install: PyodideInstall) -> dict[str, str]:
         "DENO_DIR": str(install.deno_dir),
         "DENO_NO_UPDATE_CHECK": "1",
         "NO_COLOR": "1",
-        "PATH": "/nonexistent",
     }
 
 
-class PyodideWorker:
-    """A spawned Deno worker; frames in and out, and the means to end it.
+class DenoWorker(Worker):
+    """A Deno worker process with the run channel ``sock`` (see :class:`~runtime._pool.Worker`).
 
-    Use :meth:`spawn`, then :meth:`receive`/:meth:`send`, and always
-    :meth:`aclose` (which kills first). A worker serves at most one run.
+    Always end it with :meth:`aclose` (which kills first).
     """
 
+    __slots__ = ("_stderr", "_tail", "memory_exceeded", "popen", "profile")
+
     def __init__(
-        self, process: anyio.abc.Process, profile: WorkerProfile, max_frame_bytes: int
+        self, popen: subprocess.Popen[bytes], sock: socket.socket, profile: WorkerProfile
     ) -> None:
-        self.process = process
+        super().__init__(popen.pid, sock, -1)
+        self.popen = popen
         self.profile = profile
-        self.token = anyio.lowlevel.current_token()
-        self.killed = False
-        self.stderr_tail: deque[bytes] = deque()
-        self._stderr_size = 0
-        self._decoder = FrameDecoder(max_frame_bytes)
-        self._ready: list[WorkerFrame] = []
-        self._send_lock = anyio.Lock()
+        self.memory_exceeded = False
+        assert popen.stderr is not None
+        self._stderr = popen.stderr.fileno()
+        os.set_blocking(self._stderr, False)
+        self._tail: deque[bytes] = deque(maxlen=64)
 
     @classmethod
-    async def spawn(
-        cls, install: PyodideInstall, profile: WorkerProfile, *, max_frame_bytes: int
-    ) -> PyodideWorker:
-        """Start a Deno process; it loads Pyodide on its own and then sends ``ready``."""
+    def spawn(cls, install: PyodideInstall, profile: WorkerProfile) -> DenoWorker:
+        """Start a Deno process; it loads Pyodide on its own, then sends ``ready``."""
         install.deno_dir.mkdir(parents=True, exist_ok=True)
-        process = await anyio.open_process(
-            deno_command(install, profile),
-            env=_environment(install),
-            cwd=str(install.assets),
-            start_new_session=True,
-        )
-        worker = cls(process, profile, max_frame_bytes)
-        worker._set_rlimit("RLIMIT_CORE", 0)
+        host, child = socket.socketpair()
+        try:
+            popen = subprocess.Popen(
+                deno_command(install, profile),
+                stdin=child.fileno(),
+                stdout=child.fileno(),
+                stderr=subprocess.PIPE,
+                env=_environment(install),
+                cwd=str(install.assets),
+                start_new_session=True,
+                close_fds=True,
+            )
+        except BaseException:
+            host.close()
+            raise
+        finally:
+            child.close()
+        worker = cls(popen, host, profile)
+        worker._prlimit(resource.RLIMIT_CORE, 0, 0)
         return worker
 
-    # -- frames ---------------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        return self.popen.poll() is None
 
-    def set_max_frame_bytes(self, max_bytes: int) -> None:
-        self._decoder = FrameDecoder(max_bytes)
+    # -- limits and diagnostics --------------------------------------------------------
 
-    async def receive(self) -> WorkerFrame:
-        """The next frame from the worker.
-
-        Raises:
-            ProtocolError: the bytes are not a well-formed, bounded frame.
-            WorkerGone: the worker's stdout closed.
-        """
-        while not self._ready:
-            stdout = self.process.stdout
-            assert stdout is not None
-            try:
-                data = await stdout.receive(_READ_CHUNK)
-            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                raise WorkerGone from None
-            self._ready.extend(parse_worker_frame(payload) for payload in self._decoder.feed(data))
-            self._ready.reverse()
-        return self._ready.pop()
-
-    async def send(self, frame: dict[str, Any]) -> None:
-        """Write one frame to the worker's stdin (safe from concurrent tasks)."""
-        stdin = self.process.stdin
-        assert stdin is not None
-        data = encode_frame(frame)
-        async with self._send_lock:
-            try:
-                await stdin.send(data)
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-                raise WorkerGone from None
-
-    async def drain_stderr(self) -> None:
-        """Keep the last few KiB of stderr (for crash messages); returns at EOF."""
-        stderr = self.process.stderr
-        if stderr is None:
-            return
-        with contextlib.suppress(
-            anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError
-        ):
-            while True:
-                chunk = await stderr.receive(_READ_CHUNK)
-                self.stderr_tail.append(chunk)
-                self._stderr_size += len(chunk)
-                while self._stderr_size > _STDERR_TAIL and len(self.stderr_tail) > 1:
-                    self._stderr_size -= len(self.stderr_tail.popleft())
-
-    def stderr_text(self) -> str:
-        return b"".join(self.stderr_tail).decode("utf-8", "replace")[-_STDERR_TAIL:]
-
-    # -- limits ---------------------------------------------------------------------
-
-    def _set_rlimit(self, name: str, value: int) -> None:
-        # prlimit(2) is Linux-only; elsewhere the host's wall clock still applies.
-        prlimit = getattr(resource, "prlimit", None)
-        if prlimit is None:
-            return
-        with contextlib.suppress(OSError, ValueError):
-            prlimit(self.process.pid, getattr(resource, name), (value, value))
+    def _prlimit(self, which: int, soft: int, hard: int) -> None:
+        prlimit = getattr(resource, "prlimit", None)  # Linux only; the wall clock stays
+        if prlimit is not None:
+            with contextlib.suppress(OSError, ValueError):
+                prlimit(self.pid, which, (soft, hard))
 
     def limit_cpu(self, seconds: float) -> None:
-        """Cap the CPU the process may still burn (SIGKILL by the kernel past it)."""
-        self._set_rlimit("RLIMIT_CPU", int(self.cpu_seconds() + seconds) + 1)
+        """Cap the CPU the process may still burn (SIGXCPU from the kernel past it)."""
+        soft = int(self.cpu_seconds() + seconds) + 1
+        self._prlimit(resource.RLIMIT_CPU, soft, soft + 1)
 
     def cpu_seconds(self) -> float:
         """CPU time the process has used so far (0 where ``/proc`` is unavailable)."""
         try:
-            with open(f"/proc/{self.process.pid}/stat", "rb") as stat:
+            with open(f"/proc/{self.pid}/stat", "rb") as stat:
                 fields = stat.read().rsplit(b")", 1)[1].split()
-        except OSError:
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
             return 0.0
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def rss_bytes(self) -> int:
         """Resident memory of the process (0 where ``/proc`` is unavailable)."""
         try:
-            with open(f"/proc/{self.process.pid}/statm", "rb") as statm:
+            with open(f"/proc/{self.pid}/statm", "rb") as statm:
                 return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
         except (OSError, IndexError, ValueError):
             return 0
 
-    # -- ending ---------------------------------------------------------------------
+    def read_stderr(self) -> None:
+        """Keep the tail of whatever the process wrote to stderr so far."""
+        with contextlib.suppress(OSError):
+            while chunk := os.read(self._stderr, 65536):
+                self._tail.append(chunk)
+
+    async def drain_stderr(self) -> None:
+        """Read stderr until it closes (run it in the run's task group)."""
+        with contextlib.suppress(OSError):
+            while True:
+                await anyio.wait_readable(self._stderr)
+                chunk = os.read(self._stderr, 65536)
+                if not chunk:
+                    return
+                self._tail.append(chunk)
+
+    def stderr_text(self) -> str:
+        self.read_stderr()
+        return b"".join(self._tail)[-_STDERR_TAIL:].decode("utf-8", "replace")
+
+    # -- Worker interface (used by runtime._session) ----------------------------------
 
     def kill(self) -> None:
-        """SIGKILL the worker's process group now (idempotent, never raises)."""
-        self.killed = True
-        if self.process.returncode is not None:
+        """SIGKILL the worker's process group (a no-op once it was reaped)."""
+        if self.popen.returncode is None:
+            with contextlib.suppress(OSError):
+                os.killpg(self.pid, signal.SIGKILL)
+
+    async def wait_status(self, timeout: float) -> int | None:  # noqa: ASYNC109 - Worker's
+        """The raw wait status once the process exited, ``None`` if it did not in time."""
+        with anyio.move_on_after(timeout):
+            await self._process_exit()
+        code = self.popen.returncode
+        if code is None:
+            return None
+        return -code if code < 0 else code << 8
+
+    async def _process_exit(self) -> None:
+        if self.popen.poll() is not None:
             return
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            with contextlib.suppress(ProcessLookupError):
-                self.process.kill()
+        pidfd = -1
+        with contextlib.suppress(AttributeError, OSError):
+            pidfd = os.pidfd_open(self.pid)  # readable once the process exits (Linux)
+        if pidfd >= 0:
+            try:
+                if self.popen.poll() is None:
+                    await anyio.wait_readable(pidfd)
+            finally:
+                os.close(pidfd)
+        while self.popen.poll() is None:  # noqa: ASYNC110 - no pidfd: poll
+            await anyio.sleep(0.005)
+
+    def close(self) -> None:
+        """Kill and release the descriptors; :meth:`aclose` also reaps."""
+        self.kill()
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        if self.popen.stderr is not None:
+            with contextlib.suppress(OSError):
+                self.popen.stderr.close()
 
     async def aclose(self) -> None:
-        """Kill, then release the pipes and reap the process, shielded from cancellation."""
+        """Kill, reap and close, shielded from cancellation."""
         self.kill()
         with anyio.CancelScope(shield=True):
-            await self.process.aclose()
+            await self.wait_status(_REAP_TIMEOUT)
+        self.close()

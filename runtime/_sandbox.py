@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import errno
 import json
 import math
@@ -87,6 +88,7 @@ _PR_CAP_AMBIENT: Final = 47
 _PR_CAP_AMBIENT_CLEAR_ALL: Final = 4
 _CAP_VERSION_3: Final = 0x20080522
 _HOSTNAME: Final = "ptc-sandbox"
+_DEVICES: Final = ("/dev/null", "/dev/zero", "/dev/urandom")
 
 PROTECTS: Final = {
     "environment": "host secrets in environment variables (also scrubbed from memory)",
@@ -166,14 +168,22 @@ class _Report:
             raise SandboxError(f"layer {name!r} is unavailable: {detail}")
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
 def _prctl(option: int, arg2: int = 0) -> int:
     prctl = _libc().prctl
-    prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong)
-    prctl.restype = ctypes.c_int
+    if prctl.argtypes is None:
+        prctl.argtypes = (
+            ctypes.c_int,
+            ctypes.c_ulong,
+            ctypes.c_ulong,
+            ctypes.c_ulong,
+            ctypes.c_ulong,
+        )
+        prctl.restype = ctypes.c_int
     result: int = prctl(option, arg2, 0, 0, 0)
     if result < 0:
         err = ctypes.get_errno()
@@ -187,11 +197,7 @@ def python_paths() -> list[str]:
     The standard library and ``site-packages`` of the running and the base
     installation, this package, and the directories of mapped shared libraries.
     """
-    found: set[str] = set()
-    for scheme_vars in (None, {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}):
-        paths = sysconfig.get_paths(vars=scheme_vars)
-        found.update(paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib"))
-    found.add(os.path.dirname(os.path.abspath(__file__)))
+    found = set(_installation_paths())
     with contextlib.suppress(OSError), open("/proc/self/maps", encoding="utf-8") as maps:
         for line in maps:
             fields = line.split(maxsplit=5)
@@ -204,6 +210,16 @@ def python_paths() -> list[str]:
         if not any(path.startswith(parent.rstrip("/") + "/") for parent in kept):
             kept.append(path)
     return kept
+
+
+@functools.cache
+def _installation_paths() -> tuple[str, ...]:
+    # sysconfig is slow on first use: computed once, in the zygote ideally.
+    found: set[str] = {os.path.dirname(os.path.abspath(__file__))}
+    for scheme_vars in (None, {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}):
+        paths = sysconfig.get_paths(vars=scheme_vars)
+        found.update(paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib"))
+    return tuple(sorted(found))
 
 
 def _close_fds(keep: Sequence[int]) -> None:
@@ -234,11 +250,18 @@ def _clear_environment() -> str:
     return f"{count} variables removed (original block not scrubbed: /proc unreadable)"
 
 
-def _enter_namespaces(config: SandboxConfig, workdir: str, report: _Report) -> bool:
-    """Unshare, map ids, build the private root, fork the PID 1 child; return in the child.
+@dataclass(slots=True)
+class _Namespaces:
+    """What :func:`_enter_namespaces` achieved, for the later layers."""
 
-    Returns whether a user namespace is in effect.
-    """
+    mapping: str | None = None  # "privileged", "self" or None (no user namespace)
+    lifeline: int = -1  # read end whose hang-up means the supervising parent died
+
+
+def _enter_namespaces(
+    config: SandboxConfig, workdir: str, read_only: list[str], report: _Report
+) -> _Namespaces:
+    """Unshare, map ids, build the private root, fork the PID 1 child; return in the child."""
     flags = (
         _namespaces.CLONE_NEWUSER
         | _namespaces.CLONE_NEWNS
@@ -277,7 +300,7 @@ def _enter_namespaces(config: SandboxConfig, workdir: str, report: _Report) -> b
             reason += " (user namespaces disabled or limited on this host?)"
         for name in _NAMESPACE_LAYERS:
             report.add(name, False, reason)
-        return False
+        return _Namespaces()
     if privileged:
         if not mapped:
             raise SandboxError("the id-map helper failed: the user namespace is unusable")
@@ -291,10 +314,6 @@ def _enter_namespaces(config: SandboxConfig, workdir: str, report: _Report) -> b
         except OSError as exc:
             raise SandboxError(f"cannot map ids in the new user namespace: {exc}") from exc
         ids = f"namespace root = host uid {uid} (unprivileged self-mapping)"
-    # Become the namespace's root so that files created while building the root
-    # are owned by a mapped id; caps in the namespace are kept.
-    os.setresgid(0, 0, 0)
-    os.setresuid(0, 0, 0)
     if privileged:
         os.setgroups([])
     report.add("user-namespace", True, ids)
@@ -306,7 +325,7 @@ def _enter_namespaces(config: SandboxConfig, workdir: str, report: _Report) -> b
     except OSError as exc:
         report.add("uts-namespace", False, str(exc))
     try:
-        devices = _namespaces.build_private_root(workdir, python_paths())
+        devices = _namespaces.build_private_root(workdir, read_only)
         report.add(
             "mount-namespace",
             True,
@@ -315,13 +334,17 @@ def _enter_namespaces(config: SandboxConfig, workdir: str, report: _Report) -> b
         )
     except OSError as exc:
         report.add("mount-namespace", False, f"private root not built: {exc}")
-    _fork_pid_one(config)
+    lifeline = _fork_pid_one(config)
     report.add("pid-namespace", True, "the program is PID 1 of a new PID namespace")
-    return True
+    return _Namespaces("privileged" if privileged else "self", lifeline)
 
 
-def _fork_pid_one(config: SandboxConfig) -> None:
-    """Fork; the parent supervises and never returns, the child (PID 1) returns."""
+def _fork_pid_one(config: SandboxConfig) -> int:
+    """Fork; the parent supervises and never returns, the child (PID 1) returns.
+
+    Returns the lifeline fd, kept open until the credential changes are over
+    (they reset the parent-death signal, which must then be set again).
+    """
     lifeline_r, lifeline_w = os.pipe()
     child = os.fork()
     if child:
@@ -330,11 +353,7 @@ def _fork_pid_one(config: SandboxConfig) -> None:
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     _check_lifeline(lifeline_r)
     os.setsid()
-    # Kept open until the credential changes are over (they reset the death signal).
-    _LIFELINE.append(lifeline_r)
-
-
-_LIFELINE: list[int] = []
+    return lifeline_r
 
 
 def _check_lifeline(fd: int) -> None:
@@ -386,10 +405,10 @@ def _capabilities_empty() -> bool:
     return not any(effective_permitted)
 
 
-def _drop_privileges(in_userns: bool, report: _Report) -> None:
+def _drop_privileges(namespaces: _Namespaces, report: _Report) -> None:
     steps: list[str] = []
-    is_root = os.geteuid() == 0
-    if is_root and not in_userns:
+    is_root = os.geteuid() == 0  # host root, or the user namespace's root
+    if is_root and namespaces.mapping is None:
         os.setgroups([])
     if is_root:
         dropped = 0
@@ -405,9 +424,9 @@ def _drop_privileges(in_userns: bool, report: _Report) -> None:
     with contextlib.suppress(OSError):
         _prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL)
     target: int | None = None
-    if in_userns and _namespaces.SANDBOX_ID in _mapped_uids():
+    if namespaces.mapping == "privileged":
         target = _namespaces.SANDBOX_ID
-    elif is_root and not in_userns:
+    elif is_root and namespaces.mapping is None:
         target = _namespaces.HOST_SANDBOX_ID
     if target is not None:
         os.setresgid(target, target, target)
@@ -415,61 +434,29 @@ def _drop_privileges(in_userns: bool, report: _Report) -> None:
         steps.append(f"uid/gid {target}")
     else:
         steps.append(f"uid {os.geteuid()} kept")
-    # setresuid away from root clears the sets; zero them explicitly for the
-    # self-mapped case, where the namespace root keeps its uid.
+    # setresuid away from root clears the capability sets; zero them explicitly
+    # for the self-mapped namespace root, which keeps its uid.
     header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
-    data = (ctypes.c_uint32 * 6)()
-    _libc().capset(header, data)
+    _libc().capset(header, (ctypes.c_uint32 * 6)())
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)
     _prctl(_PR_SET_DUMPABLE, 0)
-    # The credential changes cleared the parent-death signal: set it again.
-    if _LIFELINE:
+    if namespaces.lifeline >= 0:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        _check_lifeline(_LIFELINE[0])
-        os.close(_LIFELINE.pop())
-    empty = _capabilities_empty() and _prctl(_PR_GET_NO_NEW_PRIVS) == 1
-    bounding_empty = not is_root or all(
-        _safe_capbset_read(cap) == 0 for cap in range(41)
-    )
-    still_root = os.geteuid() == 0 and not in_userns
-    active = empty and bounding_empty and not still_root
-    steps.append("no capabilities, no_new_privs, not dumpable" if active else "capabilities remain")
+        _check_lifeline(namespaces.lifeline)
+        os.close(namespaces.lifeline)
+    no_caps = _capabilities_empty() and _prctl(_PR_GET_NO_NEW_PRIVS) == 1
+    bounding_empty = all(_capbset_read(cap) == 0 for cap in range(64))
+    host_root = os.geteuid() == 0 and namespaces.mapping is None
+    active = no_caps and bounding_empty and not host_root
+    steps.append("no capabilities, no_new_privs, not dumpable" if active else "privileges remain")
     report.add("privileges", active, "; ".join(steps))
 
 
-def _safe_capbset_read(cap: int) -> int:
+def _capbset_read(cap: int) -> int:
     try:
         return _prctl(_PR_CAPBSET_READ, cap)
     except OSError:
-        return 0
-
-
-def _mapped_uids() -> set[int]:
-    # /proc is gone after pivot_root; probe the mapping by asking the kernel instead.
-    try:
-        os.setresuid(-1, -1, -1)
-    except OSError:
-        return set()
-    return {_namespaces.SANDBOX_ID} if _sandbox_id_mapped() else set()
-
-
-def _sandbox_id_mapped() -> bool:
-    # A fchown to an unmapped id fails with EINVAL; to a mapped one it succeeds
-    # (we are the namespace's root and own nothing the program will see).
-    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fchown(fd, -1, -1)
-        read_fd, write_fd = os.pipe()
-        try:
-            os.fchown(read_fd, _namespaces.SANDBOX_ID, _namespaces.SANDBOX_ID)
-        except OSError:
-            return False
-        finally:
-            os.close(read_fd)
-            os.close(write_fd)
-        return True
-    finally:
-        os.close(fd)
+        return 0  # EINVAL: no such capability
 
 
 def _apply_rlimits(config: SandboxConfig, report: _Report) -> None:
@@ -516,7 +503,20 @@ def enter_sandbox(config: SandboxConfig, *, keep_fds: Sequence[int]) -> list[Lay
     report = _Report(config.strict)
     _close_fds([0, 1, 2, *keep_fds])
     workdir = os.path.realpath(config.workdir)
+    read_only = python_paths()
     report.add("environment", True, _clear_environment())
+    # Landlock rules bind to inodes, so a ruleset built now from host paths also
+    # holds after pivot_root (the bind mounts show the same inodes), and it is
+    # built while our host ids can still open every path.
+    ruleset: tuple[int, int] | None = None
+    landlock_failure = "switched off by configuration"
+    if config.landlock:
+        try:
+            ruleset = _landlock.create_ruleset(
+                read_only=read_only, read_write=[workdir], devices=_DEVICES
+            )
+        except OSError as exc:
+            landlock_failure = str(exc.strerror or exc)
     try:
         if os.geteuid() == 0:
             # The program runs as an unprivileged host id: hand it the directory.
@@ -525,9 +525,9 @@ def enter_sandbox(config: SandboxConfig, *, keep_fds: Sequence[int]) -> list[Lay
         os.chdir(workdir)
     except OSError as exc:
         raise SandboxError(f"cannot use the work directory {workdir!r}: {exc}") from exc
-    in_userns = False
+    namespaces = _Namespaces()
     if config.namespaces:
-        in_userns = _enter_namespaces(config, workdir, report)
+        namespaces = _enter_namespaces(config, workdir, read_only, report)
     else:
         for name in _NAMESPACE_LAYERS:
             report.add(name, False, "switched off by configuration", required=False)
@@ -537,23 +537,19 @@ def enter_sandbox(config: SandboxConfig, *, keep_fds: Sequence[int]) -> list[Lay
         True,
         f"cwd {_namespaces.SANDBOX_WORKDIR} (the workdir)" if rooted else f"cwd {workdir}",
     )
-    _drop_privileges(in_userns, report)
+    _drop_privileges(namespaces, report)
     _apply_rlimits(config, report)
-    if config.landlock:
+    if ruleset is not None:
+        fd, abi = ruleset
         try:
-            writable = _namespaces.SANDBOX_WORKDIR if rooted else workdir
-            abi = _landlock.restrict_self(
-                read_only=python_paths(),
-                read_write=[writable],
-                devices=["/dev/null", "/dev/zero", "/dev/urandom"],
-            )
+            _landlock.enforce(fd)
             extra = ", TCP denied" if abi >= 4 else ""
             extra += ", signals and abstract sockets scoped" if abi >= 6 else ""
             report.add("landlock", True, f"ABI {abi}: Python read-only, workdir read-write{extra}")
         except OSError as exc:
             report.add("landlock", False, str(exc.strerror or exc))
     else:
-        report.add("landlock", False, "switched off by configuration", required=False)
+        report.add("landlock", False, landlock_failure, required=config.landlock)
     if config.seccomp:
         try:
             count = _seccomp.install_filter(os.getpid())

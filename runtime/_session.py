@@ -9,6 +9,7 @@ output bytes and tool-call count are enforced here whatever the worker says.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 from collections.abc import Sequence
@@ -134,10 +135,11 @@ class _Session:
             frame = parse_worker_frame(payload)  # type: ignore[assignment]
             kind = frame["type"]
             if kind == "log":
-                self.output += len(payload)
+                text = frame["text"]
+                self.output += len(text) + 1
                 if self.output > limits.max_output_bytes:
                     return self.output_limit()
-                self.logs.extend(frame["text"].split("\n"))
+                self.logs.extend(text.split("\n"))
             elif kind == "call":
                 call_id = frame["id"]
                 if call_id != self.calls + 1:
@@ -225,12 +227,15 @@ class _Session:
             status = await worker.wait_status(_STATUS_GRACE)
         if status is None:
             return self.failure("crashed", "the worker was lost (its supervisor went away)")
-        return self.classify_exit(status)
+        return self.classify_exit(*status)
 
-    def classify_exit(self, status: int) -> RunOutcome:
+    def classify_exit(self, status: int, cpu_seconds: float) -> RunOutcome:
         code = os.waitstatus_to_exitcode(status)
         if code < 0:
             signum = -code
+            cpu_limit = math.ceil(self.limits.cpu_seconds)
+            if signum == signal.SIGKILL and cpu_seconds >= cpu_limit - 0.05:
+                signum = signal.SIGXCPU  # the kernel's kill at the hard CPU limit
             if signum == signal.SIGXCPU:
                 return self.failure(
                     "timeout",

@@ -141,8 +141,7 @@ class SubprocessRuntime(Runtime):
                 cancel=cancel,
             )
         finally:
-            worker.kill()
-            worker.close()
+            self._pool.release(worker)
 
     async def aclose(self) -> None:
         await self._pool.aclose()

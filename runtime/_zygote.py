@@ -132,7 +132,7 @@ class _Zygote:
     def reap(self) -> None:
         while True:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
@@ -141,8 +141,10 @@ class _Zygote:
             if entry is None:
                 continue
             status_w, workdir = entry
+            # The CPU time lets the host tell the CPU limit's SIGKILL from others.
+            cpu = usage.ru_utime + usage.ru_stime
             with contextlib.suppress(OSError):
-                os.write(status_w, b"%d" % status)
+                os.write(status_w, b"%d %.3f" % (status, cpu))
             os.close(status_w)
             shutil.rmtree(workdir, ignore_errors=True)
 
@@ -212,9 +214,6 @@ class _Zygote:
             serve(sock, loop, layers, self.settings)
         except BaseException as exc:
             self.report_failure(sock, exc)
-            import traceback
-            with open("/tmp/ptc-child-err.txt", "a") as f:
-                traceback.print_exc(file=f)
         os._exit(EXIT_INTERNAL)
 
     def enter(self, request: dict[str, Any], workdir: str, keep: list[int]) -> list[list[Any]]:
@@ -238,9 +237,13 @@ class _Zygote:
     def report_failure(self, sock: socket.socket, exc: BaseException) -> None:
         sandbox_error = getattr(self.sandbox, "SandboxError", _SandboxMissing)
         if isinstance(exc, sandbox_error | _SandboxMissing):
-            frame = {"type": "error", "kind": "sandbox", "message": f"sandbox: {exc}"}
-            with contextlib.suppress(BaseException):
-                sock.sendall(encode_frame(frame))
+            message = f"sandbox: {exc}"
+        else:
+            message = f"the worker could not be set up: {type(exc).__name__}: {exc}"
+        # Before "ready" the host reports this as a ``sandbox`` outcome; after
+        # it, as a protocol failure.
+        with contextlib.suppress(BaseException):
+            sock.sendall(encode_frame({"type": "error", "kind": "sandbox", "message": message}))
 
 
 class _SandboxMissing(Exception):

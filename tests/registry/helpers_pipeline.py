@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from registry import (
     ContentBlock,
@@ -147,7 +148,7 @@ class BlockingBody:
         finally:
             with anyio.CancelScope(shield=True):
                 # The cleanup really awaits: the pipeline must wait for it.
-                await anyio.sleep(0)
+                await anyio.lowlevel.checkpoint()
                 await self.release.wait()
             self.cleanup_done = True
         return "unreachable"  # pragma: no cover

@@ -95,10 +95,12 @@ async def _execute_aborting_when(
 async def test_pre_aborted_signal_skips_every_policy_stage() -> None:
     body = BlockingBody()
     finalized: list[ToolResult] = []
+
+    def finalize(execution: ToolExecution, result: ToolResult) -> None:
+        finalized.append(result)
+
     reg = ToolRegistry()
-    reg.register(
-        make_tool(execute=body, finalize_content=lambda e, r: finalized.append(r) or None)
-    )
+    reg.register(make_tool(execute=body, finalize_content=finalize))
     trace = Trace(reg)
     signal = AbortSignal()
     signal.abort("gone")
@@ -367,6 +369,24 @@ async def test_wrapper_raising_after_an_abort_is_aborted_and_keeps_deferred_cont
     assert_failure(result, ABORTED, "retry budget exhausted")
     assert result.additional_contexts == ("deferred",)
     assert body.cleanup_done
+
+
+async def test_retry_after_an_abort_reports_aborted_since_the_body_already_ran() -> None:
+    body = BlockingBody(defer=("first attempt",))
+    attempts: list[ToolResult] = []
+
+    async def naive_retry(dispatch: DispatchExecution, call_next: Any) -> ToolResult:
+        attempts.append(await call_next())
+        attempts.append(await call_next())  # retried without checking the signal
+        return attempts[-1]
+
+    reg = ToolRegistry()
+    reg.register(make_tool(execute=body))
+    reg.wrap_execute(naive_retry)
+    result = await _execute_aborting_when(reg, make_call(signal=AbortSignal()), body.started)
+    assert_failure(attempts[0], ABORTED)
+    assert_failure(result, ABORTED)
+    assert result.additional_contexts == ("first attempt",)
 
 
 # --------------------------------------------------------------------------- after the body

@@ -38,7 +38,7 @@ from registry import (
     ToolSuccess,
     define_tool,
 )
-from registry._decorator import parse_docstring
+from registry._docstring import parse_docstring
 
 if TYPE_CHECKING:
     from decimal import Decimal
@@ -639,16 +639,29 @@ def test_annotations_without_future_import_resolve_too() -> None:
     }
 
 
-def test_callable_object_uses_its_call_signature() -> None:
+@pytest.mark.anyio
+async def test_callable_object_uses_its_call_signature() -> None:
     class Adder:
-        """Add a constant."""
+        """Add a constant.
+
+        Args:
+            step: added to every input (a constructor argument, not a tool one).
+        """
+
+        def __init__(self, step: int) -> None:
+            self.step = step
 
         async def __call__(self, x: int) -> int:
-            return x + 1
+            return x + self.step
 
-    definition = define_tool(Adder(), name="add_one")
+    registry = ToolRegistry()
+    registry.tool(Adder(5), name="add_five")
+    definition = registry.get("add_five")
+    assert definition is not None
     assert definition.parameters["properties"] == {"x": {"type": "integer"}}
     assert definition.description == "Add a constant."
+    result = await _run(registry, "add_five", {"x": 1})
+    assert isinstance(result, ToolSuccess) and result.value == 6
 
 
 # --------------------------------------------------------------------------- calling

@@ -103,7 +103,9 @@ scalars = st.one_of(
 )
 json_values = st.recursive(
     scalars,
-    lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(), children, max_size=5),
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(), children, max_size=5)
+    ),
     max_leaves=40,
 )
 
@@ -230,7 +232,7 @@ def embedded(draw: st.DrawFn, bad: st.SearchStrategy[tuple[str, Any, str]]) -> t
             siblings_d = draw(st.dictionaries(st.text(max_size=5), json_values, max_size=3))
             steps.append(("dict", (siblings_d, draw(st.text(max_size=5)))))
     path = "$"
-    for kind, (siblings, where) in reversed(steps):
+    for kind, (_, where) in reversed(steps):
         path += f"[{where}]" if kind == "list" else f".{where}"
     if label == "too deep":
         # the chain starts at depth len(steps); its container at MAX_DEPTH is refused
@@ -297,7 +299,17 @@ def test_shared_references_are_not_cycles_on_either_path() -> None:
 
 
 def test_boundary_values_are_accepted_exactly() -> None:
-    for value in (INT_MIN, INT_MAX, -0.0, 5e-324, 1.7976931348623157e308, "", {}, [], "\u2028\U0001f600"):
+    for value in (
+        INT_MIN,
+        INT_MAX,
+        -0.0,
+        5e-324,
+        1.7976931348623157e308,
+        "",
+        {},
+        [],
+        "\u2028\U0001f600",
+    ):
         for wrapped in (value, [value], force_walker(value)):
             assert strict_equal(snapshot_json(wrapped), wrapped)
 
@@ -422,7 +434,9 @@ async def test_execute_with_non_json_arguments_is_invalid_args(case: tuple[Any, 
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("arguments", [(), ("a",), {1: 2}, MyDict(), math.nan, Level.LOW, _cyclic_dict()])
+@pytest.mark.parametrize(
+    "arguments", [(), ("a",), {1: 2}, MyDict(), math.nan, Level.LOW, _cyclic_dict()]
+)
 async def test_execute_with_non_json_root_arguments_is_invalid_args(arguments: Any) -> None:
     result = await _registry().execute(ToolCall(call_id="c", name="take", arguments=arguments))
     assert isinstance(result, ToolFailure)

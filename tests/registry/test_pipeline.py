@@ -235,9 +235,7 @@ async def test_non_string_value_renders_as_pretty_json(value: Any, rendered: str
     async def body(args: Any, ctx: ToolRunContext) -> Any:
         return value
 
-    result = await _registry(make_tool(execute=body, output_schema=ANY_OUTPUT)).execute(
-        make_call()
-    )
+    result = await _registry(make_tool(execute=body, output_schema=ANY_OUTPUT)).execute(make_call())
     success = assert_success(result, value, rendered)
     assert success.meta is None
     assert success.additional_contexts == ()
@@ -277,9 +275,7 @@ async def test_success_value_is_a_snapshot_of_what_the_body_returned() -> None:
     async def body(args: Any, ctx: ToolRunContext) -> Any:
         return returned
 
-    result = await _registry(make_tool(execute=body, output_schema=ANY_OUTPUT)).execute(
-        make_call()
-    )
+    result = await _registry(make_tool(execute=body, output_schema=ANY_OUTPUT)).execute(make_call())
     returned["items"].append(2)
     assert_success(result, {"items": [1]})
 
@@ -829,3 +825,20 @@ def test_execution_mode_unknown_or_hidden_tool_is_exclusive() -> None:
     reg.restrict("agent", deny=["echo"])
     assert reg.execution_mode(make_call(scope="agent")) == "exclusive"
     assert reg.execution_mode(make_call()) == "parallel"
+
+
+async def test_listener_mutating_the_execution_arguments_cannot_reach_the_body() -> None:
+    seen: list[Any] = []
+
+    async def pre(execution: ToolExecution, call_next: Any) -> Any:
+        execution.arguments["text"] = 123  # would have failed validation
+        return await call_next()
+
+    async def body(args: Any, ctx: ToolRunContext) -> Any:
+        seen.append(args)
+        return args["text"]
+
+    reg = _registry(make_tool(execute=body))
+    reg.on_pre_execute(pre)
+    assert_success(await reg.execute(make_call(arguments={"text": "validated"})), "validated")
+    assert seen == [{"text": "validated"}]

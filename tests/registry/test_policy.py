@@ -675,10 +675,14 @@ async def test_disposers_remove_every_kind_of_listener() -> None:
     def observe(execution: ToolExecution, result: ToolResult) -> None:
         events.append("result")
 
+    def guard(execution: ToolExecution) -> str:
+        events.append("guard")
+        return "guard"
+
     reg = _registry()
     disposers = [
         reg.on_pre_execute(_pre(events, "pre", Deny("pre"), chain=False)),
-        reg.guard(lambda execution: events.append("guard") or "guard"),
+        reg.guard(guard),
         reg.wrap_execute(wrap),
         reg.on_post_execute(_post(events, "post", Block(feedback="post"))),
         reg.on_result(observe),

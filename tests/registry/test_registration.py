@@ -199,7 +199,9 @@ def test_parameters_must_describe_an_object(schema: dict[str, Any]) -> None:
 
 def test_non_object_outputs_are_fine() -> None:
     reg = ToolRegistry()
-    reg.register(definition(output=ToolOutput(schema={"type": "array", "items": {"type": "string"}})))
+    reg.register(
+        definition(output=ToolOutput(schema={"type": "array", "items": {"type": "string"}}))
+    )
     assert reg.get("tool") is not None
 
 

@@ -1,0 +1,99 @@
+"""Property: no schema, valid or garbage, makes render_sdk raise or emit bad Python."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sdkgen import json_schema_to_py, render_sdk, sdk_stats
+
+KEYWORDS = [
+    "type", "properties", "required", "items", "prefixItems", "enum", "const", "oneOf", "anyOf",
+    "allOf", "$ref", "$defs", "definitions", "additionalProperties", "patternProperties",
+    "nullable", "description", "default", "minimum", "maxLength", "pattern", "format", "title",
+]  # fmt: skip
+TYPES = ["string", "integer", "number", "boolean", "null", "array", "object", "dict", "float",
+         "tuple", "any", "wat", "", "String"]  # fmt: skip
+REFS = ["#", "#/$defs/A", "#/$defs/B", "#/definitions/A", "#/properties/a", "#/$defs/a~1b", "#/x/0",
+        "http://example.com/s.json", "A", ""]  # fmt: skip
+
+texts = st.text(
+    alphabet=st.characters(exclude_categories=())  # lone surrogates too
+    | st.sampled_from(['"', "\\", "\n", "\r", "\x00", "'"]),
+    max_size=12,
+)
+json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | texts
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
+    max_leaves=8,
+)
+field_names = (
+    st.sampled_from(["a", "b", "from", "my-key", "class", "__x", "A", "", "x y", "é"]) | texts
+)
+
+
+def _schema_dict(children: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
+    """A dict made mostly of JSON Schema keywords, each with a plausible or junk value."""
+    value_for = {
+        "type": st.sampled_from(TYPES)
+        | st.lists(st.sampled_from(TYPES), max_size=3)
+        | json_scalars,
+        "properties": st.dictionaries(field_names, children, max_size=4) | json_scalars,
+        "required": st.lists(field_names, max_size=4) | json_scalars,
+        "items": children | st.lists(children, max_size=3),
+        "prefixItems": st.lists(children, max_size=3),
+        "enum": st.lists(json_values, max_size=4) | json_scalars,
+        "const": json_values,
+        "oneOf": st.lists(children, max_size=3) | json_scalars,
+        "anyOf": st.lists(children, max_size=3),
+        "allOf": st.lists(children, max_size=3),
+        "$ref": st.sampled_from(REFS) | json_scalars,
+        "$defs": st.dictionaries(st.sampled_from(["A", "B", "a/b"]), children, max_size=2),
+        "definitions": st.dictionaries(st.sampled_from(["A"]), children, max_size=1),
+        "additionalProperties": st.booleans() | children,
+        "patternProperties": st.dictionaries(texts, children, max_size=2),
+        "nullable": st.booleans() | json_scalars,
+    }
+    return st.lists(st.sampled_from(KEYWORDS), max_size=5, unique=True).flatmap(
+        lambda keys: st.fixed_dictionaries({k: value_for.get(k, json_values) for k in keys})
+    )
+
+
+schemas = st.recursive(
+    st.booleans() | json_scalars | st.builds(dict, type=st.sampled_from(TYPES)),
+    _schema_dict,
+    max_leaves=12,
+)
+tool_names = (
+    st.sampled_from(["t", "my-tool", "class", "print", "T", "a.b", "", "é", "Tools", "JsonValue"])
+    | texts
+)
+tools = st.fixed_dictionaries(
+    {"name": tool_names, "parameters": schemas},
+    optional={"description": texts | json_scalars, "output": schemas},
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(tools | json_values, max_size=4), st.randoms(use_true_random=False))
+def test_render_sdk_never_raises_and_always_compiles(
+    entries: list[Any], rnd: random.Random
+) -> None:
+    text = render_sdk(entries)
+    compile(text, "<sdk>", "exec")
+    text.encode("utf-8")
+    assert sdk_stats(text)["tools"] <= len(entries)
+    shuffled = list(entries)
+    rnd.shuffle(shuffled)
+    assert render_sdk(shuffled) == text
+
+
+@settings(max_examples=300, deadline=None)
+@given(schemas)
+def test_json_schema_to_py_never_raises_and_is_an_annotation(schema: Any) -> None:
+    expr = json_schema_to_py(schema)
+    compile(f"x: {expr}\n", "<expr>", "exec")
