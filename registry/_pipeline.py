@@ -59,7 +59,9 @@ def _failure(message: str, name: str | None = None, code: str | None = None) -> 
 
 def _aborted(before_dispatch: bool, message: str | None = None) -> ToolFailure:
     if before_dispatch:
-        return _failure(message or "the call was cancelled before it ran", "AbortError", ABORTED_BEFORE_DISPATCH)
+        return _failure(
+            message or "the call was cancelled before it ran", "AbortError", ABORTED_BEFORE_DISPATCH
+        )
     return _failure(message or "the call was cancelled", "AbortError", ABORTED)
 
 
@@ -119,7 +121,9 @@ async def run_pipeline(
     else:
         violation = describe_violation(compiled.parameters, arguments)
         if violation is not None:
-            result = _failure(f"invalid arguments for {call.name}: {violation}", "ToolArgsError", INVALID_ARGS)
+            result = _failure(
+                f"invalid arguments for {call.name}: {violation}", "ToolArgsError", INVALID_ARGS
+            )
         else:
             result = await _policed(_Run(registry, execution, compiled, policy))
     result = _finalize(execution, result)
@@ -129,7 +133,9 @@ async def run_pipeline(
 
 def _unknown(registry: ToolRegistry, call: ToolCall) -> ToolFailure:
     names = sorted(registry.view(call.scope))
-    listed = ", ".join(names[:_MAX_LISTED_NAMES]) + (", …" if len(names) > _MAX_LISTED_NAMES else "")
+    listed = ", ".join(names[:_MAX_LISTED_NAMES]) + (
+        ", …" if len(names) > _MAX_LISTED_NAMES else ""
+    )
     hint = f"; available tools: {listed}" if names else "; no tools are available"
     return _failure(f"unknown tool {call.name!r}{hint}", "ToolNotFoundError", UNKNOWN_TOOL)
 
@@ -208,14 +214,24 @@ async def _ask(run: _Run, decision: Ask) -> ToolResult | None:
         verdict = await approval(run.execution, decision.reason)
     except Exception as exc:
         logger.exception("the approval callback raised for %s", run.execution.name)
-        return _failure(f"approval for {run.execution.name} failed: {exc}", "ApprovalError", APPROVAL_UNAVAILABLE)
+        return _failure(
+            f"approval for {run.execution.name} failed: {exc}",
+            "ApprovalError",
+            APPROVAL_UNAVAILABLE,
+        )
     if run.execution.signal.aborted:
         return _aborted(True)
     if verdict is True or verdict == "allow":
         return None
     if verdict == "cancel":
-        return _failure(f"approval for {run.execution.name} was cancelled{why}", "ApprovalError", APPROVAL_CANCELLED)
-    return _failure(f"the user rejected {run.execution.name}{why}", "ApprovalError", APPROVAL_REJECTED)
+        return _failure(
+            f"approval for {run.execution.name} was cancelled{why}",
+            "ApprovalError",
+            APPROVAL_CANCELLED,
+        )
+    return _failure(
+        f"the user rejected {run.execution.name}{why}", "ApprovalError", APPROVAL_REJECTED
+    )
 
 
 def _check_guards(run: _Run) -> ToolResult | None:
@@ -270,7 +286,8 @@ async def _dispatch(run: _Run) -> ToolResult:
         return _with_deferred(run, _failure(f"{type(exc).__name__}: {exc}"))
     if not isinstance(result, ToolSuccess | ToolFailure):
         return _with_deferred(
-            run, _failure(f"an around-execute wrapper returned {type(result).__name__}, not a result")
+            run,
+            _failure(f"an around-execute wrapper returned {type(result).__name__}, not a result"),
         )
     if id(result) not in produced and isinstance(result, ToolSuccess):
         # A wrapper-authored success (a cache, a retry) is held to the same contract.
@@ -299,7 +316,9 @@ async def _invoke_body(run: _Run, wrapper_signal: AbortSignal) -> ToolResult:
                 value = await pending if inspect.isawaitable(pending) else pending
                 returned = True
             except ToolError as exc:
-                outcome = ToolFailure.of(exc.message, ErrorInfo(name=type(exc).__name__, code=exc.code))
+                outcome = ToolFailure.of(
+                    exc.message, ErrorInfo(name=type(exc).__name__, code=exc.code)
+                )
             except Exception as exc:
                 if signal.aborted:
                     outcome = _aborted(False, f"{type(exc).__name__}: {exc}")
@@ -323,7 +342,9 @@ def _describe_exception(exc: Exception) -> str:
 def _with_deferred(run: _Run, result: ToolResult) -> ToolResult:
     if run.ctx is None or not run.ctx.deferred_contexts:
         return result
-    return _replace(result, additional_contexts=run.ctx.deferred_contexts + result.additional_contexts)
+    return _replace(
+        result, additional_contexts=run.ctx.deferred_contexts + result.additional_contexts
+    )
 
 
 def _replace(result: ToolResult, **changes: Any) -> ToolResult:
@@ -348,19 +369,37 @@ def _normalize(run: _Run, value: Any) -> ToolResult:
     try:
         canonical = snapshot_json(value)
     except NotJsonError as exc:
-        return _failure(f"{name} returned a value that is not lossless JSON: {exc}", "ToolOutputError", INVALID_TOOL_OUTPUT)
+        return _failure(
+            f"{name} returned a value that is not lossless JSON: {exc}",
+            "ToolOutputError",
+            INVALID_TOOL_OUTPUT,
+        )
     violation = describe_violation(run.compiled.output, canonical)
     if violation is not None:
-        return _failure(f"{name} returned a value that breaks its output schema: {violation}", "ToolOutputError", INVALID_TOOL_OUTPUT)
+        return _failure(
+            f"{name} returned a value that breaks its output schema: {violation}",
+            "ToolOutputError",
+            INVALID_TOOL_OUTPUT,
+        )
     output = run.compiled.definition.output
     try:
         if output.render is None:
-            content = [text_block(canonical if isinstance(canonical, str) else dumps_pretty(canonical))]
+            content = [
+                text_block(canonical if isinstance(canonical, str) else dumps_pretty(canonical))
+            ]
         else:
             content = _content(output.render(run.execution.arguments, canonical))
-        meta = None if output.meta is None else snapshot_json(output.meta(run.execution.arguments, canonical))
+        meta = (
+            None
+            if output.meta is None
+            else snapshot_json(output.meta(run.execution.arguments, canonical))
+        )
     except Exception as exc:
-        return _failure(f"rendering the result of {name} failed: {_describe_exception(exc)}", "ToolOutputError", INVALID_TOOL_OUTPUT)
+        return _failure(
+            f"rendering the result of {name} failed: {_describe_exception(exc)}",
+            "ToolOutputError",
+            INVALID_TOOL_OUTPUT,
+        )
     return ToolSuccess(value=canonical, content=content, meta=meta)
 
 
@@ -408,7 +447,9 @@ async def _post_execute(run: _Run, result: ToolResult) -> ToolResult:
         )
     contexts = result.additional_contexts + tuple(decision.additional_contexts)
     if decision.replace_value and decision.content is not None:
-        return _failure("post-execute policy replaced both content and value", "PolicyError", _POLICY_ERROR)
+        return _failure(
+            "post-execute policy replaced both content and value", "PolicyError", _POLICY_ERROR
+        )
     if decision.replace_value:
         replaced = _normalize(run, decision.value)
         return _replace(replaced, additional_contexts=contexts)
@@ -416,7 +457,9 @@ async def _post_execute(run: _Run, result: ToolResult) -> ToolResult:
         try:
             content = _content(decision.content)
         except (TypeError, NotJsonError) as exc:
-            return _failure(f"post-execute policy returned bad content: {exc}", "PolicyError", _POLICY_ERROR)
+            return _failure(
+                f"post-execute policy returned bad content: {exc}", "PolicyError", _POLICY_ERROR
+            )
         return _replace(result, content=content, additional_contexts=contexts)
     if contexts != result.additional_contexts:
         return _replace(result, additional_contexts=contexts)
@@ -431,9 +474,15 @@ def _blocked(decision: Block) -> ToolResult:
         try:
             content = _content(feedback)
         except (TypeError, NotJsonError) as exc:
-            return _failure(f"post-execute policy returned bad feedback: {exc}", "PolicyError", _POLICY_ERROR)
-        message = "\n".join(b["text"] for b in content if b.get("type") == "text" and isinstance(b.get("text"), str))
-        failure = ToolFailure(error=FailureDetail(message=message, info=decision.info), content=content)
+            return _failure(
+                f"post-execute policy returned bad feedback: {exc}", "PolicyError", _POLICY_ERROR
+            )
+        message = "\n".join(
+            b["text"] for b in content if b.get("type") == "text" and isinstance(b.get("text"), str)
+        )
+        failure = ToolFailure(
+            error=FailureDetail(message=message, info=decision.info), content=content
+        )
     return _replace(failure, additional_contexts=tuple(decision.additional_contexts))
 
 

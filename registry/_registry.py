@@ -59,7 +59,9 @@ class ToolRegistry:
     disposer that undoes exactly what it did.
     """
 
-    def __init__(self, *, approval: ApprovalFn | None = None, enforce_timeouts: bool = True) -> None:
+    def __init__(
+        self, *, approval: ApprovalFn | None = None, enforce_timeouts: bool = True
+    ) -> None:
         self.approval = approval
         self._global = Layer(name=None)
         self._scopes: dict[str, Layer] = {}
@@ -241,7 +243,9 @@ class ToolRegistry:
         inherited = self._inherited_names(scope)
         for name in sorted((allow_set or frozenset()) | deny_set):
             if name in RESERVED_NAMES:
-                raise RestrictionError(f"{name!r} is the reserved transport and cannot be restricted")
+                raise RestrictionError(
+                    f"{name!r} is the reserved transport and cannot be restricted"
+                )
             if name not in inherited:
                 if name in layer.tools or name in layer.reserved:
                     raise RestrictionError(
@@ -322,7 +326,9 @@ class ToolRegistry:
         chain = set(self.scope_chain(scope))
 
         def pick(bucket: list[Listener]) -> tuple[Any, ...]:
-            return tuple(entry.fn for entry in bucket if entry.scope is None or entry.scope in chain)
+            return tuple(
+                entry.fn for entry in bucket if entry.scope is None or entry.scope in chain
+            )
 
         policy = PolicySet(
             pre=pick(self._pre),
@@ -378,7 +384,9 @@ class ToolRegistry:
         view = self.view(scope)
         return [view[name].definition for name in sorted(view)]
 
-    def schemas(self, scope: str | None = None, *, with_output: bool = False) -> list[dict[str, Any]]:
+    def schemas(
+        self, scope: str | None = None, *, with_output: bool = False
+    ) -> list[dict[str, Any]]:
         """Model-facing schemas (deep copies), sorted by name.
 
         Only ``name``, ``description`` and ``parameters`` (plus ``output`` — the
@@ -421,7 +429,9 @@ class ToolRegistry:
             return "exclusive"
         return "parallel" if verdict is True else "exclusive"
 
-    async def execute(self, call: ToolCall, *, transport: ToolDefinition | None = None) -> ToolResult:
+    async def execute(
+        self, call: ToolCall, *, transport: ToolDefinition | None = None
+    ) -> ToolResult:
         """Run one call through the whole pipeline; always returns a result.
 
         Args:

@@ -93,6 +93,7 @@ class AbortSignal:
             if signal.aborted:
                 fused.abort(signal.reason)
                 return fused, _noop
+
         def forward(source: AbortSignal) -> Callable[[], None]:
             return lambda: fused.abort(source.reason)
 

@@ -64,7 +64,9 @@ async def timeout_wrapper(
         detach()
     if timed_out:
         info = result.error.info if result.is_error else None
-        if not result.is_error or (info is not None and info.code in (ABORTED, ABORTED_BEFORE_DISPATCH)):
+        if not result.is_error or (
+            info is not None and info.code in (ABORTED, ABORTED_BEFORE_DISPATCH)
+        ):
             return ToolFailure.of(
                 f"{dispatch.name} timed out after {seconds:g}s",
                 ErrorInfo(name="ToolTimeoutError", code=TOOL_TIMEOUT),

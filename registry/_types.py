@@ -114,9 +114,9 @@ class ToolDefinition:
     execute: ExecuteFn
     concurrency_safe: bool | Callable[[Any], bool] = False
     timeout: float | None = None
-    finalize_content: Callable[[ToolExecution, ToolResult], Sequence[ContentBlock] | None] | None = (
-        None
-    )
+    finalize_content: (
+        Callable[[ToolExecution, ToolResult], Sequence[ContentBlock] | None] | None
+    ) = None
 
 
 # --------------------------------------------------------------------------- calls

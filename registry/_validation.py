@@ -58,7 +58,9 @@ def validate_name(name: object) -> str:
     if not isinstance(name, str) or not name or not name.strip():
         raise RegistrationError(name, "the name must be a non-empty string")
     if name != name.strip() or _CONTROL.search(name):
-        raise RegistrationError(name, "the name must not have surrounding space or control characters")
+        raise RegistrationError(
+            name, "the name must not have surrounding space or control characters"
+        )
     if len(name) > _MAX_NAME:
         raise RegistrationError(name, f"the name is longer than {_MAX_NAME} characters")
     return name

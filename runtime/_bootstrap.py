@@ -198,8 +198,11 @@ def _syntax_message(exc: SyntaxError) -> str:
     where = f"line {exc.lineno}" if exc.lineno else "unknown line"
     if exc.offset:
         where += f", column {exc.offset}"
+    head = f"SyntaxError at {where}: {exc.msg}"
+    if not exc.text:
+        return head
     detail = "".join(traceback.format_exception_only(exc)).rstrip("\n")
-    return f"SyntaxError at {where}: {exc.msg}\n{detail}"
+    return f"{head}\n{detail}"
 
 
 # --------------------------------------------------------------------------- tools
@@ -460,14 +463,19 @@ def _recv_frame(sock: socket.socket, decoder: FrameDecoder) -> dict[str, Any]:
             return frame
 
 
-def _program_globals(tools: Tools) -> dict[str, Any]:
-    return {
+def _program_globals(tools: Tools, settings: WorkerSettings) -> dict[str, Any]:
+    namespace: dict[str, Any] = {
         "__name__": "__main__",
         "__builtins__": builtins,
         "tools": tools,
         "ToolCallError": ToolCallError,
         _NOTHING_NAME: _NOTHING,
     }
+    if settings.restricted:
+        from ._restricted import restricted_globals
+
+        return restricted_globals(namespace, allowed=settings.allowed_modules)
+    return namespace
 
 
 def serve(
@@ -495,7 +503,7 @@ def serve(
         run.fail("memory", "MemoryError: the program is too large to compile")
     except RecursionError:
         run.fail("syntax", "SyntaxError: the program is nested too deeply to compile")
-    namespace = _program_globals(tools)
+    namespace = _program_globals(tools, settings)
     exec(compiled, namespace)
     main = namespace.pop("<module>")
     if guard is not None:

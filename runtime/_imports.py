@@ -150,8 +150,8 @@ class ImportGuard:
     def __call__(
         self,
         name: str,
-        globals: Mapping[str, Any] | None = None,  # noqa: A002 - __import__'s signature
-        locals: Mapping[str, Any] | None = None,  # noqa: A002
+        globals: Mapping[str, Any] | None = None,  # __import__'s signature
+        locals: Mapping[str, Any] | None = None,
         fromlist: Sequence[str] | None = (),
         level: int = 0,
     ) -> types.ModuleType:
@@ -194,6 +194,6 @@ def preload_modules(allowed: Iterable[str]) -> list[str]:
     for name in sorted(allowed):
         try:
             importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - a missing optional module is just reported
+        except Exception:  # a missing optional module is just reported
             failed.append(name)
     return failed

@@ -156,7 +156,13 @@ def enforce(ruleset: int) -> None:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         prctl = libc.prctl
-        prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong)
+        prctl.argtypes = (
+            ctypes.c_int,
+            ctypes.c_ulong,
+            ctypes.c_ulong,
+            ctypes.c_ulong,
+            ctypes.c_ulong,
+        )
         if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             err = ctypes.get_errno()
             raise LandlockUnavailableError(err, f"PR_SET_NO_NEW_PRIVS: {os.strerror(err)}")

@@ -20,8 +20,8 @@ mount namespace set-up must finish before seccomp forbids ``mount``.
 from __future__ import annotations
 
 import ctypes
-import functools
 import errno
+import functools
 import os
 from collections.abc import Iterable
 from typing import Final, NoReturn
@@ -103,7 +103,9 @@ def set_hostname(name: str) -> None:
     _check(_libc().sethostname(data, ctypes.c_size_t(len(data))), "sethostname")
 
 
-def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None) -> None:
+def _mount(
+    source: str | None, target: str, fstype: str | None, flags: int, data: str | None
+) -> None:
     def enc(value: str | None) -> bytes | None:
         return None if value is None else os.fsencode(value)
 
@@ -133,7 +135,7 @@ def map_ids(ready_to_map: int, mapped: int, target_pid: int) -> NoReturn:
             _write(f"/proc/{target_pid}/gid_map", ids)
             _write(f"/proc/{target_pid}/uid_map", ids)
             ok = b"1"
-    except BaseException:  # noqa: BLE001 - a forked helper must reach _exit whatever happens
+    except BaseException:  # a forked helper must reach _exit whatever happens
         ok = b"0"
     finally:
         try:
@@ -207,7 +209,13 @@ def build_private_root(workdir: str, read_only: Iterable[str]) -> list[str]:
         # work_fd). Relative paths from inside it need no search permission on
         # the host directories above it. uid=0 is the namespace's root: the
         # default (our still-unmapped host id) would make it unwritable.
-        _mount("tmpfs", workdir, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,nr_inodes=4096,mode=0755,uid=0,gid=0")
+        _mount(
+            "tmpfs",
+            workdir,
+            "tmpfs",
+            _MS_NOSUID | _MS_NODEV,
+            "size=1m,nr_inodes=4096,mode=0755,uid=0,gid=0",
+        )
         os.chdir(workdir)
         try:
             os.setresgid(0, 0, 0)

@@ -32,14 +32,15 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
-from RestrictedPython import limited_builtins
 from RestrictedPython.Guards import (
     full_write_guard,
     guarded_iter_unpack_sequence,
     guarded_unpack_sequence,
+    raise_,
     safe_builtins,
     safer_getattr,
 )
+from RestrictedPython.Limits import limited_builtins
 from RestrictedPython.transformer import RestrictingNodeTransformer
 
 from ._imports import (
@@ -75,6 +76,10 @@ _REFUSED_ATTRIBUTES: Final = frozenset(
     }
 )
 
+# RestrictedPython's guards are untyped; give mypy one typed name for it.
+_safer_getattr: Callable[..., Any] = safer_getattr
+
+
 class AsyncRestrictingTransformer(RestrictingNodeTransformer):
     """RestrictedPython's policy, plus reviewed support for the async syntax."""
 
@@ -84,6 +89,7 @@ class AsyncRestrictingTransformer(RestrictingNodeTransformer):
         self.check_function_argument_names(node)
         with self.print_info.new_print_scope():
             node = self.node_contents_visit(node)
+            # Typed for FunctionDef only; it just inserts into ``node.body``.
             self.inject_print_collector(node)  # type: ignore[arg-type]
         return node
 
@@ -96,7 +102,7 @@ class AsyncRestrictingTransformer(RestrictingNodeTransformer):
         node = self.node_contents_visit(node)
         if isinstance(node.target, ast.Tuple):
             tmp_target, unpack = self.gen_unpack_wrapper(node, node.target)
-            node.target = tmp_target  # type: ignore[assignment]
+            node.target = tmp_target
             node.body.insert(0, unpack)
         return node
 
@@ -122,14 +128,18 @@ class AsyncRestrictingTransformer(RestrictingNodeTransformer):
     def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
         """Guard sync comprehensions as RestrictedPython does; allow async ones."""
         if not node.is_async:
-            return super().visit_comprehension(node)
+            guarded = super().visit_comprehension(node)
+            assert isinstance(guarded, ast.AST)
+            return guarded
         node = self.node_contents_visit(node)
         if isinstance(node.target, ast.Tuple):
             self.error(node, "tuple unpacking in an async comprehension is not allowed")
         return node
 
 
-def _syntax_error(message: str, filename: str, lineno: int | None, offset: int | None) -> SyntaxError:
+def _syntax_error(
+    message: str, filename: str, lineno: int | None, offset: int | None
+) -> SyntaxError:
     error = SyntaxError(message)
     error.filename = filename
     error.lineno = lineno
@@ -192,8 +202,8 @@ def compile_restricted_program(source: str, filename: str = "<program>") -> type
         if isinstance(node, ast.Return) and node.value is None:
             node.value = ast.copy_location(ast.Name(id=_NOTHING_NAME, ctx=ast.Load()), node)
     last_line = (body[-1].end_lineno or 1) if body else 1
-    tail = ast.Return(value=ast.Name(id=_NOTHING_NAME, ctx=ast.Load()))
-    body.append(ast.copy_location(tail, ast.Pass(lineno=last_line, col_offset=0)))
+    where = {"lineno": last_line, "col_offset": 0, "end_lineno": last_line, "end_col_offset": 0}
+    body.append(ast.Return(value=ast.Name(id=_NOTHING_NAME, ctx=ast.Load(), **where), **where))
     function = ast.AsyncFunctionDef(
         name=PROGRAM_FUNCTION,
         args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
@@ -203,6 +213,8 @@ def compile_restricted_program(source: str, filename: str = "<program>") -> type
         type_comment=None,
         lineno=1,
         col_offset=0,
+        end_lineno=last_line,
+        end_col_offset=0,
     )
     module = ast.Module(body=[*hoisted, function], type_ignores=[])
     ast.fix_missing_locations(module)
@@ -217,15 +229,11 @@ class _Guards:
         self.print_function = print_function
         self.program_classes: weakref.WeakSet[type] = weakref.WeakSet()
 
-    def getattr(self, obj: object, name: str, default: object = safer_getattr) -> Any:
+    def getattr(self, obj: object, name: str, default: object = _safer_getattr) -> Any:
         if isinstance(obj, types.ModuleType) and (obj.__name__, name) in _REFUSED_ATTRIBUTES:
             raise AttributeError(f"{obj.__name__}.{name} is not available to the program")
         # safer_getattr's own default is None; a missing attribute should raise.
-        value = (
-            safer_getattr(obj, name, _RAISE)
-            if default is safer_getattr
-            else safer_getattr(obj, name, default)
-        )
+        value = _safer_getattr(obj, name, raise_ if default is _safer_getattr else default)
         if isinstance(value, types.ModuleType) and not is_module_allowed(
             value.__name__, self.allowed
         ):
@@ -250,8 +258,8 @@ class _Guards:
     def import_(
         self,
         name: str,
-        globals: Mapping[str, Any] | None = None,  # noqa: A002 - __import__'s signature
-        locals: Mapping[str, Any] | None = None,  # noqa: A002
+        globals: Mapping[str, Any] | None = None,  # __import__'s signature
+        locals: Mapping[str, Any] | None = None,
         fromlist: Sequence[str] | None = (),
         level: int = 0,
     ) -> types.ModuleType:
@@ -321,13 +329,6 @@ class _Printer:
 
     def __call__(self) -> str:  # the value of the ``printed`` name
         return "".join(self.text)
-
-
-class _Raise:
-    pass
-
-
-_RAISE: Final = _Raise()
 
 
 def _inplace(op: str, target: Any, value: Any) -> Any:
@@ -441,5 +442,3 @@ def _apply(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 def _stdout_print(*objects: object, **kwargs: Any) -> None:
     print(*objects, **kwargs, file=sys.stdout)
-
-

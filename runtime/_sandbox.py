@@ -52,8 +52,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
 import errno
+import functools
 import json
 import math
 import os
@@ -370,8 +370,8 @@ def _supervise(child: int, lifeline_w: int, cpu_seconds: float) -> NoReturn:
     """The intermediate process: wait for the program, then die the same way."""
     code = 70
     try:
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
-            signal.signal(signum, signal.SIG_DFL)
+        for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+            signal.signal(stop, signal.SIG_DFL)
         _close_fds([lifeline_w])
         while True:
             pid, status, usage = os.wait4(child, 0)
@@ -380,7 +380,7 @@ def _supervise(child: int, lifeline_w: int, cpu_seconds: float) -> NoReturn:
         if os.WIFEXITED(status):
             code = os.WEXITSTATUS(status)
         elif os.WIFSIGNALED(status):
-            signum = os.WTERMSIG(status)
+            signum: int = os.WTERMSIG(status)
             cpu_used = usage.ru_utime + usage.ru_stime
             if signum == signal.SIGKILL and cpu_used >= math.ceil(cpu_seconds) - 0.05:
                 signum = signal.SIGXCPU  # the CPU hard limit, not an outside kill
@@ -390,7 +390,7 @@ def _supervise(child: int, lifeline_w: int, cpu_seconds: float) -> NoReturn:
                 signal.signal(signum, signal.SIG_DFL)
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
             os.kill(os.getpid(), signum)
-    except BaseException:  # noqa: BLE001 - this process must never return to the caller
+    except BaseException:  # this process must never return to the caller
         code = 70
     finally:
         os._exit(code)
@@ -603,7 +603,7 @@ def _probe_child(workdir: str, write_fd: int) -> NoReturn:
         rows = [[s.name, s.active, s.detail, s.protects] for s in statuses]
         os.write(write_fd, json.dumps(rows).encode())
         code = 0
-    except BaseException as exc:  # noqa: BLE001 - report anything, then _exit
+    except BaseException as exc:  # report anything, then _exit
         with contextlib.suppress(BaseException):
             os.write(write_fd, json.dumps({"error": repr(exc)}).encode())
     finally:

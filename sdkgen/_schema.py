@@ -104,6 +104,15 @@ class Definitions:
         self.blocks.append(block)
         self.emitted.add(name)
 
+    def alias(self, name: str, expr: str, notes: list[str]) -> None:
+        """Emit ``name: TypeAlias = expr``, never as a union member of itself."""
+        members = [m for m in split_union(expr) if m != name]
+        if len(members) != len(split_union(expr)):
+            expr = _union(members)  # "A = A | str" is no type; A is then just str
+        lines = [f"# {note}\n" for note in notes]
+        lines.append(f"{name}: TypeAlias = {self.forward(expr)}\n")
+        self.emit(name, "".join(lines))
+
     def forward(self, expr: str) -> str:
         """``expr`` quoted when it names a type not emitted yet (runtime-safe)."""
         allocated = self.allocator.allocated
@@ -140,18 +149,15 @@ class SchemaRenderer:
 
     # ------------------------------------------------------------------ entry points
 
-    def declare(self, name: str) -> str:
-        """Declare the root under ``name``; returns the text of any notes left over."""
+    def declare(self, name: str) -> None:
+        """Declare the root schema as the type ``name`` (a TypedDict or an alias)."""
         assert self._defs is not None
         state = _Named(name, name)
         self._named[id(self._root)] = state
         expr = self.type_of(self._root, name, 0, state)
         state.expr = name
-        if expr != name:
-            lines = [f"# {n}" for n in self._take_notes(0)]
-            lines.append(f"{name}: TypeAlias = {self._defs.forward(expr)}")
-            self._defs.emit(name, "\n".join(lines) + "\n")
-        return name
+        if name not in self._defs.emitted:
+            self._defs.alias(name, expr, self._take_notes(0))
 
     def type_of(self, node: Any, hint: str, depth: int, named: _Named | None = None) -> str:
         """The type expression for ``node``; nested objects get names from ``hint``."""
@@ -364,9 +370,10 @@ class SchemaRenderer:
         state = _Named(self.base + pascal(segment, "Def"))
         self._named[key] = state
         expr = self.type_of(target, state.wanted, depth + 1, state)
-        if state.name is not None and expr != state.name:
-            # a recursive non-object (e.g. a tree of lists): a named alias
-            self._defs.emit(state.name, f"{state.name}: TypeAlias = {py_str(expr)}\n")
+        if state.name is not None:
+            if state.name not in self._defs.emitted:
+                # a recursive non-object (e.g. a tree of lists): a named alias
+                self._defs.alias(state.name, expr, [])
             expr = state.name
         state.expr = expr
         return expr
@@ -429,6 +436,37 @@ def _merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
         else:
             merged[key] = value
     return merged
+
+
+def split_union(expr: str) -> list[str]:
+    """The top-level members of a ``A | B[C | D] | Literal["x | y"]`` expression."""
+    if " | " not in expr:
+        return [expr]
+    members: list[str] = []
+    depth = 0
+    quote = ""
+    start = 0
+    i = 0
+    while i < len(expr):
+        ch = expr[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        elif depth == 0 and expr.startswith(" | ", i):
+            members.append(expr[start:i])
+            start = i + 3
+            i += 2
+        i += 1
+    members.append(expr[start:])
+    return members
 
 
 def _union(members: list[str]) -> str:

@@ -110,7 +110,9 @@ async function serve(assets, snapshotPath) {
   ];
   const onFrame = boot.attach(sendFrame, JSON.stringify(layers));
   for await (const text of readFrames()) {
-    onFrame(text);
+    Deno.stderr.writeSync(encoder.encode("frame " + text.slice(0, 80) + "\n"));
+    try { onFrame(text); } catch (e) { Deno.stderr.writeSync(encoder.encode("ERR " + e + "\n")); }
+    Deno.stderr.writeSync(encoder.encode("handled\n"));
   }
   Deno.exit(0);
 }

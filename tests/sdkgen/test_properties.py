@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -84,7 +87,9 @@ def test_render_sdk_never_raises_and_always_compiles(
     entries: list[Any], rnd: random.Random
 ) -> None:
     text = render_sdk(entries)
-    compile(text, "<sdk>", "exec")
+    namespace: dict[str, Any] = {}
+    exec(compile(text, "<sdk>", "exec"), namespace)  # valid Python that also runs
+    assert "Tools" in namespace
     text.encode("utf-8")
     assert sdk_stats(text)["tools"] <= len(entries)
     shuffled = list(entries)
@@ -97,3 +102,28 @@ def test_render_sdk_never_raises_and_always_compiles(
 def test_json_schema_to_py_never_raises_and_is_an_annotation(schema: Any) -> None:
     expr = json_schema_to_py(schema)
     compile(f"x: {expr}\n", "<expr>", "exec")
+
+
+def test_random_sdks_pass_mypy_strict(tmp_path: Path) -> None:
+    """One mypy --strict run over SDKs rendered from a batch of random tool sets."""
+    texts: list[str] = []
+
+    @settings(max_examples=60, deadline=None, database=None, derandomize=True)
+    @given(st.lists(tools, min_size=1, max_size=4))
+    def collect(entries: list[Any]) -> None:
+        texts.append(render_sdk(entries, instructions=False))
+
+    collect()
+    files = []
+    for i, text in enumerate(dict.fromkeys(texts)):
+        (tmp_path / f"sdk_{i}.py").write_text(text, encoding="utf-8")
+        files.append(f"sdk_{i}.py")
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--python-version", "3.11",
+         "--cache-dir", str(tmp_path / ".mypy_cache"), *files],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr

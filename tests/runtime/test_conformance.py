@@ -1,0 +1,462 @@
+"""The conformance suite every :class:`runtime.Runtime` backend must pass.
+
+Parametrized over backends by the ``runtime`` fixture: the subprocess backend
+with its OS layers on (the default) and off, and Pyodide when its backend is
+importable (marked ``pyodide``). A new backend adds one entry to ``_BACKENDS``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import anyio
+import pytest
+
+from runtime import Limits, RunOutcome, Runtime, SubprocessRuntime, get_runtime
+from runtime.testing import TOOL_NAMES, ManualCancel, ToolBox
+
+pytestmark = pytest.mark.anyio
+
+MiB = 1024 * 1024
+
+
+def _pyodide_available() -> bool:
+    try:
+        return importlib.util.find_spec("runtime._pyodide") is not None
+    except ImportError:
+        return False
+
+
+_BACKENDS: list[Any] = [
+    pytest.param(lambda: SubprocessRuntime(), id="subprocess"),
+    pytest.param(lambda: SubprocessRuntime(layers=()), id="subprocess-no-layers"),
+]
+if _pyodide_available():
+    _BACKENDS.append(
+        pytest.param(lambda: get_runtime("pyodide"), id="pyodide", marks=pytest.mark.pyodide)
+    )
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module", params=_BACKENDS)
+async def runtime(request: pytest.FixtureRequest) -> AsyncIterator[Runtime]:
+    factory: Callable[[], Runtime] = request.param
+    async with factory() as backend:
+        yield backend
+
+
+async def run(
+    runtime: Runtime,
+    code: str,
+    *,
+    tools: ToolBox | None = None,
+    limits: Limits | None = None,
+    cancel: ManualCancel | None = None,
+) -> RunOutcome:
+    return await runtime.run(
+        code,
+        tool_names=TOOL_NAMES,
+        call_tool=tools or ToolBox(),
+        limits=limits,
+        cancel=cancel,
+    )
+
+
+# --------------------------------------------------------------------------- results
+
+
+async def test_result_and_logs(runtime: Runtime) -> None:
+    outcome = await run(
+        runtime,
+        "print('hello')\n"
+        "print('a', 'b', sep='-')\n"
+        "print('two\\nlines')\n"
+        "print('partial', end='')\n"
+        "print(' continued')\n"
+        "return {'x': [1, 2.5, 'three', None, True]}\n",
+    )
+    assert outcome.ok, outcome.message
+    assert outcome.has_result
+    assert outcome.result == {"x": [1, 2.5, "three", None, True]}
+    assert outcome.logs == ["hello", "a-b", "two", "lines", "partial continued"]
+
+
+async def test_partial_last_line_is_kept(runtime: Runtime) -> None:
+    outcome = await run(runtime, "print('no newline', end='')")
+    assert outcome.ok, outcome.message
+    assert outcome.logs == ["no newline"]
+    assert not outcome.has_result
+
+
+async def test_no_return_has_no_result(runtime: Runtime) -> None:
+    for code in ("x = 1", "return", "if True:\n    return\nreturn 5"):
+        outcome = await run(runtime, code)
+        assert outcome.ok, outcome.message
+        assert not outcome.has_result, code
+        assert outcome.result is None
+
+
+async def test_return_none_is_a_result(runtime: Runtime) -> None:
+    outcome = await run(runtime, "return None")
+    assert outcome.ok
+    assert outcome.has_result
+    assert outcome.result is None
+
+
+async def test_async_constructs(runtime: Runtime) -> None:
+    code = """
+import asyncio
+import contextlib
+
+class Counter:
+    def __init__(self):
+        self.n = 0
+    def __aiter__(self):
+        return self
+    async def __anext__(self):
+        if self.n >= 3:
+            raise StopAsyncIteration
+        self.n += 1
+        await asyncio.sleep(0)
+        return self.n
+
+@contextlib.asynccontextmanager
+async def managed():
+    yield 10
+
+total = 0
+async for value in Counter():
+    total += value
+async with managed() as ten:
+    total += ten
+squares = [x * x async for x in Counter()]
+await asyncio.sleep(0.001)
+return [total, squares]
+"""
+    outcome = await run(runtime, code)
+    assert outcome.ok, outcome.message
+    assert outcome.result == [16, [1, 4, 9]]
+
+
+async def test_program_functions_see_top_level_names(runtime: Runtime) -> None:
+    code = "LIMIT = 3\ndef fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\nreturn [fib(i) for i in range(LIMIT * 3)]"
+    outcome = await run(runtime, code)
+    assert outcome.ok, outcome.message
+    assert outcome.result == [0, 1, 1, 2, 3, 5, 8, 13, 21]
+
+
+async def test_every_run_is_fresh(runtime: Runtime) -> None:
+    first = await run(runtime, "import json\njson.marker = 1\nreturn 1")
+    assert first.ok, first.message
+    second = await run(runtime, "import json\nreturn hasattr(json, 'marker')")
+    assert second.ok, second.message
+    assert second.result is False
+
+
+# --------------------------------------------------------------------------- failures
+
+
+async def test_exception_has_program_line_numbers(runtime: Runtime) -> None:
+    code = "x = 1\n\ndef inner(value):\n    return value / 0\n\nprint('before')\ninner(x)\n"
+    outcome = await run(runtime, code)
+    assert outcome.kind == "exception"
+    assert outcome.logs == ["before"]
+    message = outcome.message
+    assert "ZeroDivisionError: division by zero" in message
+    assert 'File "<program>", line 7' in message
+    assert 'File "<program>", line 4, in inner' in message
+    assert "return value / 0" in message
+    for internal in ("_bootstrap", "runtime/", "asyncio", "site-packages"):
+        assert internal not in message, message
+
+
+async def test_exception_chain_is_trimmed(runtime: Runtime) -> None:
+    code = "try:\n    {}['k']\nexcept KeyError as exc:\n    raise ValueError('wrapped') from exc\n"
+    outcome = await run(runtime, code)
+    assert outcome.kind == "exception"
+    assert "KeyError: 'k'" in outcome.message
+    assert "ValueError: wrapped" in outcome.message
+    assert "_bootstrap" not in outcome.message
+
+
+async def test_syntax_error(runtime: Runtime) -> None:
+    outcome = await run(runtime, "x = 1\ny = = 2\n")
+    assert outcome.kind == "syntax"
+    assert "line 2" in outcome.message
+    assert "y = = 2" in outcome.message
+    assert not outcome.has_result
+
+
+async def test_yield_at_top_level_is_a_syntax_error(runtime: Runtime) -> None:
+    outcome = await run(runtime, "x = 1\nyield x\n")
+    assert outcome.kind == "syntax"
+    assert "line 2" in outcome.message
+
+
+async def test_non_json_result(runtime: Runtime) -> None:
+    for code, fragment in (
+        ("return (1, 2)", "tuple"),
+        ("return {'a': {1, 2}}", "set"),
+        ("return float('nan')", "nan"),
+        ("return {1: 'x'}", "key"),
+        ("return 2 ** 70", "64 bits"),
+        ("class C: pass\nreturn [C()]", "C"),
+    ):
+        outcome = await run(runtime, code)
+        assert outcome.kind == "exception", code
+        assert "not lossless JSON" in outcome.message, outcome.message
+        assert fragment in outcome.message, outcome.message
+
+
+async def test_system_exit_is_an_exception(runtime: Runtime) -> None:
+    outcome = await run(runtime, "raise SystemExit(3)")
+    assert outcome.kind == "exception"
+    assert "SystemExit" in outcome.message
+
+
+# --------------------------------------------------------------------------- tools
+
+
+async def test_tool_call_round_trip(runtime: Runtime) -> None:
+    tools = ToolBox()
+    outcome = await run(
+        runtime,
+        "a = await tools.echo({'q': 'x', 'n': [1, 2]})\n"
+        "b = await tools.echo(q='kw')\n"
+        "c = await tools['my-tool']()\n"
+        "return [a, b, c]",
+        tools=tools,
+    )
+    assert outcome.ok, outcome.message
+    assert outcome.result == [{"q": "x", "n": [1, 2]}, {"q": "kw"}, "mine"]
+    assert tools.calls == [("echo", {"q": "x", "n": [1, 2]}), ("echo", {"q": "kw"}), ("my-tool", {})]
+    assert outcome.tool_calls == 3
+
+
+async def test_concurrent_tool_calls_overlap(runtime: Runtime) -> None:
+    tools = ToolBox()
+    started = time.perf_counter()
+    outcome = await run(
+        runtime,
+        "import asyncio\n"
+        "results = await asyncio.gather(*[tools.sleep({'i': i}) for i in range(100)])\n"
+        "return [r['i'] for r in results]",
+        tools=tools,
+    )
+    elapsed = time.perf_counter() - started
+    assert outcome.ok, outcome.message
+    assert outcome.result == list(range(100))
+    assert outcome.tool_calls == 100
+    assert tools.max_in_flight == 100
+    # 100 sequential calls would take 5 s; overlapping ones about 50 ms.
+    assert elapsed < 1.5, elapsed
+
+
+async def test_tool_failure_raises_tool_call_error(runtime: Runtime) -> None:
+    code = """
+try:
+    await tools.fail({'message': 'denied by policy'})
+except ToolCallError as exc:
+    caught = [exc.tool_name, exc.message, str(exc)]
+await tools.fail({'message': 'second'})
+"""
+    outcome = await run(runtime, code)
+    assert outcome.kind == "exception"
+    assert "ToolCallError: fail: second" in outcome.message
+    assert 'File "<program>", line 6' in outcome.message
+    caught = await run(
+        runtime,
+        "try:\n    await tools.fail({'message': 'm'})\nexcept ToolCallError as exc:\n"
+        "    return [exc.tool_name, exc.message, str(exc), isinstance(exc, Exception)]",
+    )
+    assert caught.result == ["fail", "m", "fail: m", True]
+
+
+async def test_call_tool_exception_becomes_tool_call_error(runtime: Runtime) -> None:
+    outcome = await run(
+        runtime,
+        "try:\n    await tools.explode()\nexcept ToolCallError as exc:\n    return exc.message",
+    )
+    assert outcome.ok, outcome.message
+    assert "the tool exploded" in outcome.result
+
+
+async def test_unknown_tool(runtime: Runtime) -> None:
+    outcome = await run(runtime, "await tools.nope()")
+    assert outcome.kind == "exception"
+    assert "AttributeError" in outcome.message
+    assert "echo" in outcome.message  # lists the available tools
+    subscript = await run(runtime, "await tools['no-such-tool']()")
+    assert subscript.kind == "exception"
+    assert "KeyError" in subscript.message
+
+
+async def test_tools_object_lists_names(runtime: Runtime) -> None:
+    outcome = await run(runtime, "return [list(tools), 'my-tool' in tools, len(tools)]")
+    assert outcome.ok, outcome.message
+    assert outcome.result == [sorted(TOOL_NAMES), True, len(TOOL_NAMES)]
+
+
+async def test_non_json_tool_arguments(runtime: Runtime) -> None:
+    tools = ToolBox()
+    outcome = await run(
+        runtime,
+        "try:\n    await tools.echo({'t': (1, 2)})\nexcept TypeError as exc:\n    return str(exc)",
+        tools=tools,
+    )
+    assert outcome.ok, outcome.message
+    assert "not JSON" in outcome.result
+    assert tools.calls == []
+
+
+# --------------------------------------------------------------------------- limits
+
+
+async def test_wall_clock_timeout_busy_loop(runtime: Runtime) -> None:
+    started = time.perf_counter()
+    outcome = await run(
+        runtime, "print('started')\nwhile True:\n    pass", limits=Limits(timeout=0.5)
+    )
+    assert outcome.kind == "timeout"
+    assert outcome.logs == ["started"]
+    assert time.perf_counter() - started < 5
+
+
+async def test_wall_clock_covers_tool_calls(runtime: Runtime) -> None:
+    tools = ToolBox()
+    outcome = await run(runtime, "await tools.hang()", tools=tools, limits=Limits(timeout=0.3))
+    assert outcome.kind == "timeout"
+    assert tools.cancelled == 1
+    assert tools.in_flight == 0
+
+
+async def test_cpu_limit(runtime: Runtime) -> None:
+    outcome = await run(
+        runtime, "while True:\n    pass", limits=Limits(cpu_seconds=1, timeout=20)
+    )
+    assert outcome.kind == "timeout"
+    assert "CPU" in outcome.message
+
+
+async def test_memory_limit(runtime: Runtime) -> None:
+    outcome = await run(
+        runtime,
+        "blocks = []\nwhile True:\n    blocks.append(bytearray(64 * 1024 * 1024))",
+        limits=Limits(memory_bytes=512 * MiB),
+    )
+    assert outcome.kind == "memory", outcome.message
+
+
+async def test_output_limit(runtime: Runtime) -> None:
+    outcome = await run(
+        runtime,
+        "for i in range(100000):\n    print('x' * 100)",
+        limits=Limits(max_output_bytes=10_000),
+    )
+    assert outcome.kind == "output_limit"
+    assert 0 < len(outcome.logs) <= 100
+
+
+async def test_result_counts_toward_output_limit(runtime: Runtime) -> None:
+    outcome = await run(runtime, "return 'y' * 50_000", limits=Limits(max_output_bytes=10_000))
+    assert outcome.kind == "output_limit"
+
+
+async def test_tool_call_limit(runtime: Runtime) -> None:
+    tools = ToolBox()
+    outcome = await run(
+        runtime,
+        "for i in range(10):\n    await tools.echo({'i': i})",
+        tools=tools,
+        limits=Limits(max_tool_calls=5),
+    )
+    assert outcome.kind == "tool_call_limit"
+    assert len(tools.calls) == 5
+    assert outcome.tool_calls == 5
+
+
+async def test_message_limit_on_tool_arguments(runtime: Runtime) -> None:
+    tools = ToolBox()
+    outcome = await run(
+        runtime,
+        "try:\n    await tools.echo({'big': 'z' * 20000})\nexcept ToolCallError as exc:\n"
+        "    return exc.message",
+        tools=tools,
+        limits=Limits(max_message_bytes=10_000),
+    )
+    assert outcome.ok, outcome.message
+    assert "limit" in outcome.result
+    assert tools.calls == []
+
+
+# --------------------------------------------------------------------------- cancellation
+
+
+async def test_cancel_signal_cancels_in_flight_calls(runtime: Runtime) -> None:
+    tools = ToolBox()
+    cancel = ManualCancel()
+    outcome: RunOutcome | None = None
+
+    async def go() -> None:
+        nonlocal outcome
+        outcome = await run(
+            runtime, "print('waiting')\nawait tools.hang()", tools=tools, cancel=cancel
+        )
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(go)
+        with anyio.fail_after(10):
+            await tools.started.wait()
+        cancel.fire()
+    assert outcome is not None
+    assert outcome.kind == "cancelled"
+    assert outcome.logs == ["waiting"]
+    assert tools.cancelled == 1
+    assert tools.in_flight == 0
+    assert cancel.listener_count == 0
+
+
+async def test_cancel_signal_already_fired(runtime: Runtime) -> None:
+    cancel = ManualCancel()
+    cancel.fire()
+    outcome = await run(runtime, "return 1", cancel=cancel)
+    assert outcome.kind == "cancelled"
+
+
+async def test_task_cancellation_propagates(runtime: Runtime) -> None:
+    tools = ToolBox()
+    with anyio.move_on_after(10) as outer:
+        async with anyio.create_task_group() as tg:
+
+            async def go() -> None:
+                await run(runtime, "await tools.hang()", tools=tools)
+                raise AssertionError("run() returned after its task was cancelled")
+
+            tg.start_soon(go)
+            await tools.started.wait()
+            tg.cancel_scope.cancel()
+    assert not outer.cancelled_caught
+    assert tools.cancelled == 1
+    assert tools.in_flight == 0
+    after = await run(runtime, "return 'still works'")
+    assert after.result == "still works"
+
+
+async def test_concurrent_runs(runtime: Runtime) -> None:
+    results: dict[int, Any] = {}
+
+    async def one(index: int) -> None:
+        outcome = await run(runtime, f"r = await tools.sleep({{'i': {index}}})\nreturn r['i']")
+        results[index] = outcome.result
+
+    async with anyio.create_task_group() as tg:
+        for index in range(6):
+            tg.start_soon(one, index)
+    assert results == {index: index for index in range(6)}
