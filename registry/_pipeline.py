@@ -83,7 +83,13 @@ class _Run:
         self.policy = policy
         # The validated arguments, private to the pipeline: a listener that mutates
         # ``execution.arguments`` cannot change (or invalidate) what the body runs with.
-        self.arguments = snapshot_json(execution.arguments)
+        # With no listener to see the execution first, the snapshot is already private.
+        seen_by_policy = policy.pre or policy.guards or any(
+            w is not timeout_wrapper for w in policy.wrappers
+        )
+        self.arguments = (
+            snapshot_json(execution.arguments) if seen_by_policy else execution.arguments
+        )
         self.body_started = False
         self.ctx: ToolRunContext | None = None
 

@@ -80,8 +80,20 @@ _REFUSED_ATTRIBUTES: Final = frozenset(
 _safer_getattr: Callable[..., Any] = safer_getattr
 
 
+#: Async protocol methods a program class may define, like ``__init__``.
+_ASYNC_MAGIC_METHODS: Final = frozenset({"__aenter__", "__aexit__", "__aiter__", "__anext__"})
+
+
 class AsyncRestrictingTransformer(RestrictingNodeTransformer):
     """RestrictedPython's policy, plus reviewed support for the async syntax."""
+
+    def check_name(
+        self, node: ast.AST, name: str | None, allow_magic_methods: bool = False
+    ) -> None:
+        """Also allow the async protocol methods where RestrictedPython allows ``__init__``."""
+        if allow_magic_methods and name in _ASYNC_MAGIC_METHODS and node.col_offset != 0:  # type: ignore[attr-defined]
+            return
+        super().check_name(node, name, allow_magic_methods)  # type: ignore[arg-type]
 
     def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> ast.AST:
         """Allow ``async def`` with exactly the checks of ``def``."""

@@ -427,6 +427,7 @@ class _Run:
 
 
 async def _execute(run: _Run, code: str, tool_names: list[str]) -> None:
+    sys.__stderr__.write("DEBUG execute start\n")
     tools = Tools({name: _Binding(run, name) for name in tool_names})
     sys.stdout = sys.stderr = run.writer
     linecache.cache[PROGRAM_FILENAME] = (len(code), None, code.splitlines(True), PROGRAM_FILENAME)
@@ -491,6 +492,7 @@ class _Worker:
             self.run = _Run(self._send, frame)
             names = [str(name) for name in frame["tools"]]
             self.task = asyncio.ensure_future(_execute(self.run, str(frame["code"]), names))
+            sys.__stderr__.write(f"DEBUG scheduled {self.task!r} {asyncio.get_event_loop()!r}\n")
 
 
 def attach(send: Send, layers: str) -> Callable[[str], None]:
