@@ -18,7 +18,18 @@ __all__ = ["compile_fast_check"]
 Check = Callable[[Any], bool]
 
 _ANNOTATIONS = frozenset(
-    {"title", "description", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly", "$schema", "$id"}
+    {
+        "title",
+        "description",
+        "default",
+        "examples",
+        "$comment",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "$schema",
+        "$id",
+    }
 )
 #: Dialects in which the handled keywords mean exactly what they mean in 2020-12.
 _SAME_DIALECTS = frozenset(
@@ -31,7 +42,15 @@ _SAME_DIALECTS = frozenset(
         "http://json-schema.org/draft-06/schema",
     }
 )
-_HANDLED = _ANNOTATIONS | {"type", "properties", "required", "items", "enum", "const", "additionalProperties"}
+_HANDLED = _ANNOTATIONS | {
+    "type",
+    "properties",
+    "required",
+    "items",
+    "enum",
+    "const",
+    "additionalProperties",
+}
 
 
 def _is_integer(v: Any) -> bool:

@@ -44,13 +44,17 @@ class NotJsonError(ValueError):
         super().__init__(f"{problem} at {path}")
 
 
-_STRICT = orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+_STRICT = (
+    orjson.OPT_PASSTHROUGH_SUBCLASS
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+)
 
 
 def snapshot_json(value: object) -> Any:
     """Return a deep, independent copy of ``value`` or raise :class:`NotJsonError`."""
     kind = type(value)
-    if kind is str or kind is bool or value is None:
+    if kind is bool or value is None:
         return value
     try:
         # Fast path: orjson refuses most non-JSON values outright; the ones it
@@ -88,7 +92,15 @@ def _exact_types(value: object) -> bool:
 
 def _copy(value: object, path: str, depth: int, ancestors: set[int]) -> Any:
     kind = type(value)
-    if kind is str or kind is bool or value is None:
+    if kind is str:
+        # orjson (the fast path) refuses lone surrogates; so must the walk, or the
+        # value would fail later at pretty-printing or on the worker wire.
+        try:
+            value.encode("utf-8")  # type: ignore[attr-defined]
+        except UnicodeEncodeError:
+            raise NotJsonError(path, "string with a lone surrogate (not valid Unicode)") from None
+        return value
+    if kind is bool or value is None:
         return value
     if kind is int:
         if _INT_MIN <= value <= _INT_MAX:  # type: ignore[operator]
@@ -109,7 +121,8 @@ def _copy(value: object, path: str, depth: int, ancestors: set[int]) -> Any:
             if kind is list:
                 items: list[Any] = value  # type: ignore[assignment]
                 return [
-                    _copy(item, f"{path}[{i}]", depth + 1, ancestors) for i, item in enumerate(items)
+                    _copy(item, f"{path}[{i}]", depth + 1, ancestors)
+                    for i, item in enumerate(items)
                 ]
             out: dict[str, Any] = {}
             for key, item in value.items():  # type: ignore[attr-defined]
@@ -130,9 +143,11 @@ def _describe(value: object) -> str:
         return f"{kind.__name__} (use a list)"
     if kind in (bytes, bytearray, memoryview):
         return f"{kind.__name__} (decode it to str)"
-    return f"value of type {kind.__module__}.{kind.__qualname__}" if kind.__module__ not in (
-        "builtins",
-    ) else f"value of type {kind.__qualname__}"
+    return (
+        f"value of type {kind.__module__}.{kind.__qualname__}"
+        if kind.__module__ not in ("builtins",)
+        else f"value of type {kind.__qualname__}"
+    )
 
 
 def dumps_pretty(value: object) -> str:

@@ -84,8 +84,8 @@ class _Run:
         # The validated arguments, private to the pipeline: a listener that mutates
         # ``execution.arguments`` cannot change (or invalidate) what the body runs with.
         # With no listener to see the execution first, the snapshot is already private.
-        seen_by_policy = policy.pre or policy.guards or any(
-            w is not timeout_wrapper for w in policy.wrappers
+        seen_by_policy = (
+            policy.pre or policy.guards or any(w is not timeout_wrapper for w in policy.wrappers)
         )
         self.arguments = (
             snapshot_json(execution.arguments) if seen_by_policy else execution.arguments
@@ -104,7 +104,7 @@ async def run_pipeline(
         arguments = snapshot_json(call.arguments)
     except NotJsonError as exc:
         arguments, bad_args = None, f"arguments of {call.name} are not lossless JSON: {exc}"
-    compiled = transport if transport is not None else registry.view(call.scope).get(call.name)
+    compiled = transport if transport is not None else registry._view(call.scope).get(call.name)
     execution = ToolExecution(
         token=ExecutionToken(),
         call_id=call.call_id,
@@ -138,7 +138,7 @@ async def run_pipeline(
 
 
 def _unknown(registry: ToolRegistry, call: ToolCall) -> ToolFailure:
-    names = sorted(registry.view(call.scope))
+    names = sorted(registry._view(call.scope))
     listed = ", ".join(names[:_MAX_LISTED_NAMES]) + (
         ", …" if len(names) > _MAX_LISTED_NAMES else ""
     )

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
+
+import orjson
 
 from ._exceptions import RegistrationError, RestrictionError
 from ._json import NotJsonError, snapshot_json
@@ -352,8 +354,11 @@ class ToolRegistry:
 
     # ------------------------------------------------------------------ lookup
 
-    def view(self, scope: str | None = None) -> dict[str, CompiledTool]:
-        """Name -> compiled tool as ``scope`` sees it (shadowing and masks applied)."""
+    def view(self, scope: str | None = None) -> Mapping[str, CompiledTool]:
+        """Name -> compiled tool as ``scope`` sees it (a read-only view)."""
+        return MappingProxyType(self._view(scope))
+
+    def _view(self, scope: str | None) -> dict[str, CompiledTool]:
         cached = self._views.get(scope)
         if cached is not None and cached[0] == self._version:
             return cached[1]
@@ -368,7 +373,7 @@ class ToolRegistry:
 
     def get(self, name: str, scope: str | None = None) -> ToolDefinition | None:
         """The definition ``scope`` resolves for ``name``, or ``None``."""
-        compiled = self.view(scope).get(name)
+        compiled = self._view(scope).get(name)
         return None if compiled is None else compiled.definition
 
     def is_admitted(self, name: str, scope: str | None = None) -> bool:
@@ -381,7 +386,7 @@ class ToolRegistry:
 
     def definitions(self, scope: str | None = None) -> list[ToolDefinition]:
         """Visible definitions in lexicographic name order."""
-        view = self.view(scope)
+        view = self._view(scope)
         return [view[name].definition for name in sorted(view)]
 
     def schemas(
@@ -393,15 +398,19 @@ class ToolRegistry:
         canonical output schema — when ``with_output``) are included; bodies,
         timeouts and classifiers never leak.
         """
+        # Built from the snapshots taken at registration (what is enforced), so a
+        # caller mutating its own dicts later cannot make the two disagree.
+        view = self._view(scope)
         out: list[dict[str, Any]] = []
-        for definition in self.definitions(scope):
+        for name in sorted(view):
+            compiled = view[name]
             schema: dict[str, Any] = {
-                "name": definition.name,
-                "description": definition.description,
-                "parameters": copy.deepcopy(dict(definition.parameters)),
+                "name": name,
+                "description": compiled.definition.description,
+                "parameters": _deep_copy(compiled.parameters.schema),
             }
             if with_output:
-                schema["output"] = copy.deepcopy(dict(definition.output.schema))
+                schema["output"] = _deep_copy(compiled.output.schema)
             out.append(schema)
         return out
 
@@ -409,7 +418,7 @@ class ToolRegistry:
 
     def execution_mode(self, call: ToolCall) -> ExecutionMode:
         """``"parallel"`` only when the visible classifier returns exactly ``True``."""
-        compiled = self.view(call.scope).get(call.name)
+        compiled = self._view(call.scope).get(call.name)
         if compiled is None:
             return "exclusive"
         safe = compiled.definition.concurrency_safe
@@ -450,6 +459,10 @@ class ToolRegistry:
                 self._transports[id(transport)] = cached
             compiled = cached[1]
         return await run_pipeline(self, call, compiled)
+
+
+def _deep_copy(value: Any) -> Any:
+    return orjson.loads(orjson.dumps(value))
 
 
 def _names(values: Iterable[str] | str, what: str) -> Sequence[str]:

@@ -37,7 +37,10 @@ class CompiledSchema:
     def is_valid(self, instance: Any) -> bool:
         if self.fast is not None and self.fast(instance):
             return True
-        return bool(self.validator.is_valid(instance))
+        try:
+            return bool(self.validator.is_valid(instance))
+        except Exception:  # an unevaluable schema never validates anything
+            return False
 
     @property
     def schema(self) -> Any:
@@ -159,7 +162,10 @@ def describe_violation(compiled: CompiledSchema, instance: Any) -> str | None:
     """``None`` when ``instance`` is valid, else one precise sentence about the worst error."""
     if compiled.fast is not None and compiled.fast(instance):
         return None
-    error = js_exceptions.best_match(compiled.validator.iter_errors(instance))
+    try:
+        error = js_exceptions.best_match(compiled.validator.iter_errors(instance))
+    except Exception as exc:  # e.g. a reference only resolvable at validation time
+        return f"the schema could not be evaluated: {type(exc).__name__}: {exc}"
     if error is None:
         return None
     where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)

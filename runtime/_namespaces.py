@@ -227,6 +227,10 @@ def build_private_root(workdir: str, read_only: Iterable[str]) -> list[str]:
                 _bind(fd, _make_mount_point("." + path, directory=False), read_only=False)
             target = _make_mount_point("." + SANDBOX_WORKDIR, directory=True)
             _mount(f"/proc/self/fd/{work_fd}", target, None, _MS_BIND, None)
+            # Files the program writes are data: never set-uid, devices or executables.
+            flags = _MS_REMOUNT | _MS_BIND | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+            locked = os.statvfs(target).f_flag & _LOCKABLE_FLAGS & ~_MS_RDONLY
+            _mount(None, target, None, flags | locked, None)
             _mount(None, ".", None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
             _check(libc.syscall(ctypes.c_long(pivot_root), b".", b"."), "pivot_root")
         except BaseException:

@@ -330,7 +330,7 @@ def _enter_namespaces(
             "mount-namespace",
             True,
             f"pivot_root into a read-only tmpfs: Python read-only, {', '.join(devices)}, "
-            f"workdir read-write at {_namespaces.SANDBOX_WORKDIR}; no /proc",
+            f"workdir read-write, noexec at {_namespaces.SANDBOX_WORKDIR}; no /proc",
         )
     except OSError as exc:
         report.add("mount-namespace", False, f"private root not built: {exc}")
@@ -531,6 +531,12 @@ def enter_sandbox(config: SandboxConfig, *, keep_fds: Sequence[int]) -> list[Lay
     else:
         for name in _NAMESPACE_LAYERS:
             report.add(name, False, "switched off by configuration", required=False)
+    if namespaces.lifeline < 0:
+        # Leave the caller's process group and session so that killpg() and
+        # kill(0) aimed at the host's group cannot come from inside (a group
+        # leader, as the zygote's children are, already has a group of its own).
+        with contextlib.suppress(OSError):
+            os.setsid()
     rooted = any(s.name == "mount-namespace" and s.active for s in report.statuses)
     report.add(
         "workdir",

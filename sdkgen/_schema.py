@@ -267,19 +267,25 @@ class SchemaRenderer:
             expr = _union([expr, "None"])
         return expr
 
-    def _merge_all(self, node: Mapping[str, Any], depth: int) -> Mapping[str, Any]:
+    def _merge_all(
+        self, node: Mapping[str, Any], depth: int, seen: frozenset[int] = frozenset()
+    ) -> Mapping[str, Any]:
+        """``allOf`` folded into one schema (the usual "object plus more fields")."""
         parts = node.get("allOf")
         if not isinstance(parts, list):
             return node
+        seen = seen | {id(node)}  # a part that includes itself is merged once
         merged: dict[str, Any] = {k: v for k, v in node.items() if k != "allOf"}
         for part in parts:
+            self._budget -= 1
             target = part
             if isinstance(part, _MAPPING) and isinstance(part.get("$ref"), str):
                 target = self._resolve(part["$ref"])
-            if isinstance(target, _MAPPING):
-                if "allOf" in target and depth < _MAX_DEPTH:
-                    target = self._merge_all(target, depth + 1)
-                merged = _merge(merged, target)
+            if not isinstance(target, _MAPPING) or id(target) in seen or self._budget < 0:
+                continue
+            if "allOf" in target and depth < _MAX_DEPTH:
+                target = self._merge_all(target, depth + 1, seen)
+            merged = _merge(merged, target)
         return merged
 
     def _object(self, node: Mapping[str, Any], hint: str, depth: int, named: _Named | None) -> str:
@@ -320,7 +326,12 @@ class SchemaRenderer:
         doc = first_paragraph(node.get("description")) if named is not None else []
         if isinstance(extra, _MAPPING) and extra:
             value = self.type_of(extra, hint + "Value", depth + 1)
-            doc.append(f"Other keys are allowed, each a {value}.")
+            doc.append(f"Other keys are allowed too; their values are {value}.")
+        for key, quantity in (("oneOf", "exactly one"), ("anyOf", "at least one")):
+            if key in node:
+                needs = _required_choices(node[key])
+                if needs:
+                    doc.append(f"Give {quantity} of: {' | '.join(needs)}.")
         classic = all(is_field_identifier(k) for k in keys)
         if classic:
             body = _class_body(fields, doc)
@@ -481,6 +492,19 @@ def _union(members: list[str]) -> str:
     return " | ".join(unique) if unique else "Any"
 
 
+def _required_choices(variants: Any) -> list[str]:
+    """``oneOf: [{required: [a]}, {required: [b, c]}]`` -> ``["a", "b + c"]``."""
+    if not isinstance(variants, list):
+        return []
+    choices = []
+    for variant in variants:
+        required = variant.get("required") if isinstance(variant, _MAPPING) else None
+        if not isinstance(required, list) or not required:
+            return []
+        choices.append(" + ".join(comment_text(r, 60) for r in required if isinstance(r, str)))
+    return choices
+
+
 def _field_comment(schema: Any, notes: list[str]) -> str:
     parts: list[str] = []
     if isinstance(schema, _MAPPING):
@@ -489,11 +513,15 @@ def _field_comment(schema: Any, notes: list[str]) -> str:
             parts.append(text)
         limits = []
         if not _CONSTRAINT_KEYS.isdisjoint(schema):
-            limits = [
-                f"{label} {compact_json(schema[key], 60)}"
-                for key, label in _CONSTRAINTS
-                if key in schema
-            ]
+            said = text.lower()
+            for key, label in _CONSTRAINTS:
+                if key in schema:
+                    value = compact_json(schema[key], 60)
+                    # authors often repeat limits in prose ("(min 1, max 100)"): once is enough
+                    if f"{label} {value}".lower() not in said and (
+                        f"{label}: {value}".lower() not in said
+                    ):
+                        limits.append(f"{label} {value}")
         if schema.get("deprecated") is True:
             limits.append("deprecated")
         if limits:

@@ -64,8 +64,7 @@ def first_paragraph(text: object, limit: int = DESCRIPTION_LIMIT) -> list[str]:
                 break  # a blank line ends the first paragraph
             continue
         if size + len(line) > limit:
-            rest = _truncate(line, max(limit - size, 1))
-            lines.append(rest if rest != "…" or not lines else "…")
+            lines.append(_truncate(line, max(limit - size, 1)))
             break
         lines.append(line)
         size += len(line) + 1

@@ -146,8 +146,10 @@ def compile_program(code: str) -> CodeType:
     transformer = _TopLevel()
     body = [transformer.visit(statement) for statement in body]
     last_line = body[-1].end_lineno or 1 if body else 1
-    tail = ast.Return(value=ast.Name(id=_NOTHING_NAME, ctx=ast.Load()))
-    body.append(ast.fix_missing_locations(ast.copy_location(tail, ast.Pass(lineno=last_line))))
+    # Explicit end positions: Python 3.13+ rejects a node whose range is inverted.
+    where = {"lineno": last_line, "col_offset": 0, "end_lineno": last_line, "end_col_offset": 0}
+    nothing = ast.Name(id=_NOTHING_NAME, ctx=ast.Load(), **where)
+    body.append(ast.Return(value=nothing, **where))
     function = ast.AsyncFunctionDef(
         name="<module>",
         args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
@@ -426,8 +428,16 @@ class _Run:
         self.finished = True
 
 
+async def _guarded(run: _Run, code: str, tool_names: list[str]) -> None:
+    try:
+        await _execute(run, code, tool_names)
+    except BaseException as exc:  # a bug here must end the run, not hang it
+        if not run.finished:
+            message = f"internal error in the Pyodide bootstrap: {exc!r}"
+            run.finish({"type": "error", "kind": "exception", "message": message})
+
+
 async def _execute(run: _Run, code: str, tool_names: list[str]) -> None:
-    sys.__stderr__.write("DEBUG execute start\n")
     tools = Tools({name: _Binding(run, name) for name in tool_names})
     sys.stdout = sys.stderr = run.writer
     linecache.cache[PROGRAM_FILENAME] = (len(code), None, code.splitlines(True), PROGRAM_FILENAME)
@@ -491,8 +501,7 @@ class _Worker:
         elif kind == "run" and self.run is None:
             self.run = _Run(self._send, frame)
             names = [str(name) for name in frame["tools"]]
-            self.task = asyncio.ensure_future(_execute(self.run, str(frame["code"]), names))
-            sys.__stderr__.write(f"DEBUG scheduled {self.task!r} {asyncio.get_event_loop()!r}\n")
+            self.task = asyncio.ensure_future(_guarded(self.run, str(frame["code"]), names))
 
 
 def attach(send: Send, layers: str) -> Callable[[str], None]:

@@ -110,9 +110,7 @@ async function serve(assets, snapshotPath) {
   ];
   const onFrame = boot.attach(sendFrame, JSON.stringify(layers));
   for await (const text of readFrames()) {
-    Deno.stderr.writeSync(encoder.encode("frame " + text.slice(0, 80) + "\n"));
-    try { onFrame(text); } catch (e) { Deno.stderr.writeSync(encoder.encode("ERR " + e + "\n")); }
-    Deno.stderr.writeSync(encoder.encode("handled\n"));
+    onFrame(text);
   }
   Deno.exit(0);
 }

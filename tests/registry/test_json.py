@@ -442,3 +442,9 @@ async def test_execute_with_non_json_root_arguments_is_invalid_args(arguments: A
     assert isinstance(result, ToolFailure)
     assert result.error.info is not None and result.error.info.code == INVALID_ARGS
     assert result.content == [{"type": "text", "text": f"Error: {result.error.message}"}]
+
+
+@pytest.mark.parametrize("value", ["\ud800", {"k": "a\udfffb"}, ["ok", "\ud83d"]])
+def test_lone_surrogates_are_not_json(value: object) -> None:
+    with pytest.raises(NotJsonError, match="lone surrogate"):
+        snapshot_json(value)

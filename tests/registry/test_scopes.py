@@ -722,3 +722,19 @@ def test_a_raising_change_listener_is_contained(caplog: pytest.LogCaptureFixture
     assert visible(reg) == ["a"]
     assert after == ["ran"]
     assert "change listener raised" in caplog.text
+
+
+def test_schemas_show_what_is_enforced_even_if_the_caller_mutates_its_dict() -> None:
+    reg = ToolRegistry()
+    params: dict[str, Any] = {"type": "object", "properties": {"q": {"type": "string"}}}
+    reg.register(tool("search", parameters=params))
+    params["properties"]["q"]["type"] = "integer"
+    assert reg.schemas()[0]["parameters"]["properties"]["q"] == {"type": "string"}
+
+
+def test_view_is_read_only() -> None:
+    reg = registry_with("a")
+    view = reg.view()
+    with pytest.raises(TypeError):
+        view["b"] = view["a"]  # type: ignore[index]
+    assert visible(reg) == ["a"]

@@ -108,7 +108,7 @@ def test_random_sdks_pass_mypy_strict(tmp_path: Path) -> None:
     """One mypy --strict run over SDKs rendered from a batch of random tool sets."""
     texts: list[str] = []
 
-    @settings(max_examples=60, deadline=None, database=None, derandomize=True)
+    @settings(max_examples=40, deadline=None, database=None, derandomize=True)
     @given(st.lists(tools, min_size=1, max_size=4))
     def collect(entries: list[Any]) -> None:
         texts.append(render_sdk(entries, instructions=False))

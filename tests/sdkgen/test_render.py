@@ -196,6 +196,22 @@ def test_field_comments_carry_descriptions_and_constraints() -> None:
     assert '    login: str  # (maxLength 5, pattern "^[a-z]+$")' in lines
 
 
+def test_constraints_already_in_the_description_are_not_repeated() -> None:
+    tool = _tool(
+        "page",
+        per_page={
+            "type": "integer",
+            "description": "Per page (min 1, max 100)",
+            "minimum": 1,
+            "maximum": 100,
+        },
+        flag={"type": "boolean", "description": "A flag (default: true).", "default": True},
+    )
+    lines = render_sdk([tool]).splitlines()
+    assert "    per_page: int  # Per page (min 1, max 100)" in lines
+    assert "    flag: bool  # A flag (default: true)." in lines
+
+
 def test_required_first_then_optional_as_not_required() -> None:
     tool = {
         "name": "t",
@@ -235,7 +251,18 @@ def test_python_cycles_and_huge_schemas_stay_bounded() -> None:
     deep: Any = {"type": "string"}
     for _ in range(5_000):
         deep = {"type": "array", "items": deep}
-    text = render_sdk([{"name": "cyc", "parameters": cyclic}, {"name": "deep", "parameters": deep}])
+    merged: dict[str, Any] = {"type": "object"}
+    merged["allOf"] = [merged, merged]  # would double at every level if re-merged
+    self_ref = {"allOf": [{"$ref": "#"}, {"$ref": "#"}], "properties": {"a": {"type": "string"}}}
+    text = render_sdk(
+        [
+            {"name": "cyc", "parameters": cyclic},
+            {"name": "deep", "parameters": deep},
+            {"name": "merged", "parameters": merged},
+            {"name": "self_ref", "parameters": self_ref},
+        ]
+    )
+    assert "class SelfRefArgs(TypedDict):\n    a: NotRequired[str]\n" in text
     compile(text, "<sdk>", "exec")
     assert "schema too large or too deep" in text
     assert len(text) < 2_000_000

@@ -24,6 +24,7 @@ class DrawArgsBasedOption2(TypedDict):
     common: NotRequired[str]
 
 class DrawArgsConstraintOnly(TypedDict):
+    """Give exactly one of: p | q."""
     p: NotRequired[str]
     q: NotRequired[str]
 
@@ -32,7 +33,7 @@ class DrawArgsMerged(TypedDict):
     b: NotRequired[bool]
 
 class DrawArgsOpenWithProps(TypedDict):
-    """Other keys are allowed, each a int."""
+    """Other keys are allowed too; their values are int."""
     a: NotRequired[str]
 
 class DrawArgsShapeOption1(TypedDict):
