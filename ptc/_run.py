@@ -10,7 +10,7 @@ import anyio
 import orjson
 
 from registry import ToolRegistry
-from runtime import Limits, get_runtime
+from runtime import Limits, RuntimeBackendError, get_runtime
 
 from ._executor import CodeExecutor
 
@@ -42,7 +42,7 @@ def run_program(registry: ToolRegistry, code: str, options: RunOptions) -> int:
         raise ValueError("--timeout must be positive")
     try:
         runtime = get_runtime(options.runtime)
-    except (LookupError, RuntimeError) as exc:
+    except RuntimeBackendError as exc:
         raise ValueError(str(exc)) from exc
     limits = Limits() if options.timeout is None else Limits(timeout=options.timeout)
     collected: list[dict[str, Any]] = []

@@ -45,6 +45,7 @@ def pascal(text: str, fallback: str) -> str:
     return name
 
 
+@functools.lru_cache(maxsize=8192)
 def is_field_identifier(name: str) -> bool:
     """Whether ``name`` can be a key of a class-syntax ``TypedDict``.
 

@@ -1,8 +1,8 @@
 """JSON Schema -> Python type expressions (and the named TypedDicts they need).
 
 Never raises: whatever cannot be expressed degrades to ``Any`` (with a note that
-ends up in a comment next to the field) and a closed-over budget keeps cyclic or
-huge inputs from producing unbounded output.
+ends up in a comment next to the field), and a depth limit plus a per-document
+node budget keep cyclic or huge inputs from producing unbounded output.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -113,4 +114,107 @@ def test_sdk_bad_json_is_one_clear_line(tmp_path: Path) -> None:
         out.returncode == 2
         and out.stderr.startswith("ptc: error: ")
         and "Traceback" not in out.stderr
+    )
+
+
+# --------------------------------------------------------------------------- ptc run, end to end
+
+
+def test_run_fanout_example_with_json_and_events(tmp_path: Path) -> None:
+    events_file = tmp_path / "events.jsonl"
+    out = ptc(
+        "run",
+        "examples/programs/fanout_search.py",
+        "--tools",
+        "examples/tools.py:registry",
+        "--json",
+        "--events",
+        str(events_file),
+    )
+    assert out.returncode == 0, out.stderr
+    payload = json.loads(out.stdout)
+    assert payload["is_error"] is False
+    assert payload["value"]["result"] == {"queries": 4, "distinct_docs": 3}
+    assert payload["value"]["logs"][0].startswith("caching: Caching guidelines")
+    kinds = [e["type"] for e in payload["events"]]
+    # 4 searches + 3 fetches, each started and settled once, inside one outer call.
+    assert kinds.count("tool/ptc-dispatch-start") == 7 and kinds.count("tool/ptc-dispatch") == 7
+    assert kinds[0] == "tool/call" and kinds[-1] == "tool/result"
+    logged = [json.loads(line) for line in events_file.read_text(encoding="utf-8").splitlines()]
+    assert logged == payload["events"]
+
+
+def test_run_triage_example_runs_writes_in_order() -> None:
+    out = ptc(
+        "run", "examples/programs/triage_workflow.py", "--tools", "examples/tools.py", "--json"
+    )
+    assert out.returncode == 0, out.stderr
+    payload = json.loads(out.stdout)
+    assert payload["value"]["result"] == {"triaged": [1], "created": 4}
+    names = [e["name"] for e in payload["events"] if e["type"] == "tool/ptc-dispatch-start"]
+    assert names == ["list_issues", "add_comment", "create_issue"]
+
+
+def test_run_error_handling_example_prints_model_facing_text() -> None:
+    out = ptc("run", "examples/programs/handle_errors.py", "--tools", "examples/tools.py")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("could not close #3: issue 3 is already closed\n{")
+    assert "get_doc: no doc with id 'no-such-doc'" in out.stdout
+
+
+def test_run_failed_program_exits_1_with_captured_output() -> None:
+    out = ptc("run", "-", "--tools", "examples/tools.py", stdin="print('step 1')\n1/0\n")
+    assert out.returncode == 1
+    assert out.stdout.startswith("Error: code run failed (exception): ")
+    assert "ZeroDivisionError" in out.stdout
+    assert out.stdout.rstrip().endswith("Captured output:\nstep 1")
+
+
+def test_run_timeout_is_a_failed_run() -> None:
+    out = ptc(
+        "run",
+        "-",
+        "--tools",
+        "examples/tools.py",
+        "--timeout",
+        "0.5",
+        stdin="while True:\n    pass\n",
+    )
+    assert out.returncode == 1
+    assert out.stdout.startswith("Error: code run failed (timeout): ")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--mode", "native"], "--mode must be code or both"),
+        (["--max-parallel", "0"], "--max-parallel must be at least 1"),
+        (["--runtime", "nope"], "nope"),
+    ],
+)
+def test_run_usage_errors_exit_2(args: list[str], message: str) -> None:
+    out = ptc("run", "-", "--tools", "examples/tools.py", *args, stdin="return 1")
+    assert out.returncode == 2
+    assert message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_run_missing_program_file_exits_2() -> None:
+    out = ptc("run", "examples/programs/nope.py", "--tools", "examples/tools.py")
+    assert out.returncode == 2 and "cannot read examples/programs/nope.py" in out.stderr
+
+
+def test_agent_loop_example() -> None:
+    out = subprocess.run(
+        [sys.executable, "examples/agent_loop.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("[call_1] error: Error: only `run_code` is callable directly")
+    assert lines[1] == "[call_2] ok: Retry policy for outbound HTTP calls"
+    assert out.stdout.rstrip().endswith(
+        "Done. The program said:\nRetry policy for outbound HTTP calls\nTimeouts and deadlines\n2"
     )

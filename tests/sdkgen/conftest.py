@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-GOLDEN_DIR = Path(__file__).parent / "golden"
 # ``shared/`` is a sibling of the repository root directory (read-only data).
 SHARED_DIR = Path(__file__).resolve().parents[3] / "shared"
 
