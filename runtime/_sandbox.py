@@ -614,3 +614,8 @@ def _probe_child(workdir: str, write_fd: int) -> NoReturn:
             os.write(write_fd, json.dumps({"error": repr(exc)}).encode())
     finally:
         os._exit(code)
+
+
+# Computed at import, so that a zygote that imports this module pays for
+# sysconfig once instead of in every forked worker.
+_installation_paths()

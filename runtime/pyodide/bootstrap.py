@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import builtins
+import collections
 import io
 import itertools
 import json
@@ -504,12 +505,72 @@ class _Worker:
             self.task = asyncio.ensure_future(_guarded(self.run, str(frame["code"]), names))
 
 
-def attach(send: Send, layers: str) -> Callable[[str], None]:
+class _ReadyQueue:
+    """``call_soon`` for Pyodide's WebLoop without one JS callback per handle.
+
+    The stock WebLoop wraps every ready handle in a fresh JS callable that may
+    switch stacks (JSPI); that costs hundreds of microseconds per task step.
+    Here ready handles wait in a deque and one persistent JS callable runs them
+    in batches, scheduled through ``worker.js`` (a microtask, a macrotask now
+    and then so frames keep being read).
+    """
+
+    def __init__(self, loop: Any, schedule: Callable[[object, int], object]) -> None:
+        from pyodide.ffi import create_proxy  # type: ignore[import-not-found]
+
+        self._loop = loop
+        self._schedule = schedule
+        self._ready: collections.deque[asyncio.Handle] = collections.deque()
+        self._pending = False
+        self._run_proxy = create_proxy(self._run)
+
+    def call_soon(
+        self, callback: Callable[..., object], *args: object, context: Any = None
+    ) -> asyncio.Handle:
+        handle = asyncio.Handle(callback, args, self._loop, context=context)
+        self._ready.append(handle)
+        if not self._pending:
+            self._pending = True
+            self._schedule(self._run_proxy, 0)
+        return handle
+
+    def _run(self) -> None:
+        self._pending = False
+        loop = self._loop
+        loop._install_running_loop()
+        loop._install_asyncgen_hooks()
+        ready = self._ready
+        for _ in range(len(ready)):  # handles queued meanwhile run in the next batch
+            handle = ready.popleft()
+            if handle.cancelled():
+                continue
+            try:
+                handle._run()
+            except BaseException:  # SystemExit/KeyboardInterrupt: the task has it too
+                pass
+        if ready and not self._pending:
+            self._pending = True
+            self._schedule(self._run_proxy, 0)
+
+
+def _install_ready_queue(schedule: Any) -> None:
+    loop = asyncio.get_event_loop()
+    if not all(hasattr(loop, name) for name in ("_install_running_loop", "_install_asyncgen_hooks")):
+        return  # not the WebLoop this was written for: keep the stock one
+    queue = _ReadyQueue(loop, schedule)
+    loop.call_soon = queue.call_soon
+    loop.call_soon_threadsafe = queue.call_soon
+
+
+def attach(send: Send, layers: str, schedule: object = None) -> Callable[[str], None]:
     """Send the ``ready`` frame through ``send``; return the handler for host frames.
 
     ``layers`` is the JSON list of ``[name, active, detail]`` triples the host
-    shows as this worker's isolation layers.
+    shows as this worker's isolation layers; ``schedule`` replaces the event
+    loop's JS callback scheduler (``scheduleCallback(callback, delay_ms)``).
     """
+    if schedule is not None:
+        _install_ready_queue(schedule)
     worker = _Worker(send)
     send(dumps({"type": "ready", "layers": json.loads(layers)}))
     return worker.receive

@@ -25,7 +25,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,7 +58,7 @@ ATTACK_MODULES = frozenset(
         "time", "traceback", "types",
     }
 )  # fmt: skip
-MODES = {
+MODES: dict[str, dict[str, Any]] = {
     "configured": {},
     "restricted": {"restricted": True},
     "os-only": {"allowed_modules": DEFAULT_ALLOWED_MODULES | ATTACK_MODULES},
@@ -172,7 +171,10 @@ PROGRAMS = [
     ),
     # ---------------------------------------------------------------- environment and /proc
     hostile("read-environment", "import os\nreturn repr(dict(os.environ))", None),
-    hostile("read-own-proc-environ", f"return '{MARKER} ' + repr(open('/proc/self/environ','rb').read())"),
+    hostile(
+        "read-own-proc-environ",
+        f"return '{MARKER} ' + repr(open('/proc/self/environ','rb').read())",
+    ),
     hostile(
         "read-host-proc-environ",
         f"return '{MARKER} ' + repr(open('/proc/@HOST_PID@/environ', 'rb').read())",
@@ -331,7 +333,7 @@ PROGRAMS = [
     ),
     hostile(
         "ctypes-execve",
-        f"""
+        """
         import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
         argv = (ctypes.c_char_p * 2)(b'/bin/sh', None)
@@ -487,7 +489,12 @@ PROGRAMS = [
         "protocol",
         "crashed",
     ),
-    hostile("close-the-channel", "import os\nos.closerange(0, 1024)\nreturn 'closed'", "crashed", "protocol"),
+    hostile(
+        "close-the-channel",
+        "import os\nos.closerange(0, 1024)\nreturn 'closed'",
+        "crashed",
+        "protocol",
+    ),
     # ---------------------------------------------------------------- resource bombs
     hostile("memory-bomb-bytes", "x = bytearray(10 ** 10)", "memory", "exception"),
     hostile(
@@ -498,7 +505,7 @@ PROGRAMS = [
         "crashed",
     ),
     hostile("cpu-bomb", "while True:\n    pass", "timeout"),
-    hostile("huge-int-bomb", "x = 10 ** (10 ** 10)", "timeout", "memory", "exception"),
+    hostile("huge-int-bomb", "x = 10 ** (10 ** 10)", "timeout", "memory", "crashed"),
     hostile("huge-int-to-str", "return str(10 ** 100000)", "exception"),
     hostile("recursion-bomb", "def f():\n    return f()\nreturn f()", "exception"),
     hostile(
@@ -548,7 +555,11 @@ PROGRAMS = [
         """,
         "timeout",
     ),
-    hostile("stop-self", "import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)\nwhile True:\n    pass", "timeout"),
+    hostile(
+        "stop-self",
+        "import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)\nwhile True:\n    pass",
+        "timeout",
+    ),
     hostile("exit-abruptly", "import os\nos._exit(0)", "crashed"),
     hostile("raise-system-exit", "raise SystemExit(3)", "exception", "crashed"),
     hostile(
@@ -653,8 +664,11 @@ def host() -> Iterator[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module", params=list(MODES))
-async def runtime(request: pytest.FixtureRequest, host: dict[str, Any]) -> AsyncIterator[SubprocessRuntime]:
-    async with SubprocessRuntime(limits=LIMITS, spares=0, **MODES[request.param]) as instance:
+async def runtime(
+    request: pytest.FixtureRequest, host: dict[str, Any]
+) -> AsyncIterator[SubprocessRuntime]:
+    options: dict[str, Any] = MODES[request.param]
+    async with SubprocessRuntime(limits=LIMITS, spares=0, **options) as instance:
         yield instance
 
 
@@ -677,12 +691,15 @@ def assert_host_unharmed(host: dict[str, Any], outcome: RunOutcome, toolbox: Too
     assert [name for name, _ in toolbox.calls if name != "echo"] == []
 
 
-async def wait_for_no_workers(timeout: float = 10.0) -> list[int]:
+async def wait_for_no_workers(seconds: float = 10.0) -> list[int]:
     import anyio
 
-    deadline = time.monotonic() + timeout
-    while (left := worker_processes(os.getpid())) and time.monotonic() < deadline:
+    left = worker_processes(os.getpid())
+    for _ in range(int(seconds / 0.05)):
+        if not left:
+            break
         await anyio.sleep(0.05)
+        left = worker_processes(os.getpid())
     return left
 
 

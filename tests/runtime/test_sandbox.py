@@ -73,7 +73,7 @@ ALL_LAYERS = (
     "landlock",
     "seccomp",
 )
-LAYER_SWITCHES = {
+LAYER_SWITCHES: dict[str, dict[str, Any]] = {
     "all": {},
     "namespaces only": {"seccomp": False, "landlock": False},
     "seccomp only": {"namespaces": False, "landlock": False},
@@ -167,6 +167,21 @@ def attempt(function: Callable[[], Any]) -> str:
     return f"ok: {value!r}"[:200]
 
 
+def read_text(path: str) -> str:
+    with open(path) as handle:
+        return handle.read()
+
+
+def write_text(path: str, text: str = "x") -> int:
+    with open(path, "w") as handle:
+        return handle.write(text)
+
+
+def symlink_and_read(target: str, link: str) -> str:
+    os.symlink(target, link)
+    return read_text(link)
+
+
 def blocked(result: str) -> bool:
     return not result.startswith("ok")
 
@@ -234,18 +249,20 @@ def _break_landlock() -> None:
     def unavailable() -> int:
         raise _landlock.LandlockUnavailableError(errno.EOPNOTSUPP, "Landlock disabled at boot")
 
-    _landlock.abi_version = unavailable  # type: ignore[assignment]
+    _landlock.abi_version = unavailable
 
 
 def test_strict_refuses_when_a_layer_is_missing(workdir: str) -> None:
-    outcome = run_sandboxed(lambda: {"ran": True}, workdir=workdir, strict=True, before=_break_landlock)
+    outcome = run_sandboxed(
+        lambda: {"ran": True}, workdir=workdir, strict=True, before=_break_landlock
+    )
     assert "landlock" in outcome.report["sandbox_error"]
     assert "results" not in outcome.report
 
 
 def test_without_strict_a_missing_layer_is_reported_and_the_rest_holds(workdir: str) -> None:
     outcome = run_sandboxed(
-        lambda: {"passwd": attempt(lambda: open("/etc/passwd").read())},
+        lambda: {"passwd": attempt(lambda: read_text("/etc/passwd"))},
         workdir=workdir,
         before=_break_landlock,
     )
@@ -312,12 +329,12 @@ def test_host_files_are_out_of_reach(switches: str, workdir: str, outside_dir: s
 
     def body() -> dict[str, Any]:
         return {
-            "read passwd": attempt(lambda: open("/etc/passwd").read()),
+            "read passwd": attempt(lambda: read_text("/etc/passwd")),
             "list root": attempt(lambda: os.listdir("/etc")),
-            "write outside": attempt(lambda: open(target, "w").write("x")),
-            "write via ..": attempt(lambda: open("../ptc-escape", "w").write("x")),
-            "write workdir": attempt(lambda: open("inside.txt", "w").write("x")),
-            "symlink out": attempt(lambda: (os.symlink("/etc/passwd", "link"), open("link").read())),
+            "write outside": attempt(lambda: write_text(target)),
+            "write via ..": attempt(lambda: write_text("../ptc-escape")),
+            "write workdir": attempt(lambda: write_text("inside.txt")),
+            "symlink out": attempt(lambda: symlink_and_read("/etc/passwd", "link")),
             "hardlink": attempt(lambda: os.link("/etc/passwd", "hard")),
             "proc environ": attempt(lambda: open(f"/proc/{os.getppid()}/environ", "rb").read()),
         }
@@ -333,7 +350,7 @@ def test_host_files_are_out_of_reach(switches: str, workdir: str, outside_dir: s
 
 
 def test_workdir_files_belong_to_an_unprivileged_host_id(workdir: str) -> None:
-    run_sandboxed(lambda: {"w": attempt(lambda: open("made", "w").write("x"))}, workdir=workdir)
+    run_sandboxed(lambda: {"w": attempt(lambda: write_text("made"))}, workdir=workdir)
     info = os.stat(os.path.join(workdir, "made"))
     if os.geteuid() == 0:
         assert info.st_uid == _namespaces.HOST_SANDBOX_ID
@@ -999,5 +1016,7 @@ def test_restricted_rejections_carry_program_line_numbers(source: str, line: int
     ],
 )
 def test_restricted_runtime_guards(source: str) -> None:
-    with pytest.raises((SyntaxError, AttributeError, ImportError, NameError, TypeError, NotImplementedError)):
+    with pytest.raises(
+        (SyntaxError, AttributeError, ImportError, NameError, TypeError, NotImplementedError)
+    ):
         run_restricted(source)
