@@ -18,6 +18,7 @@ import ast
 import asyncio
 import builtins
 import collections
+import contextlib
 import io
 import itertools
 import json
@@ -544,10 +545,9 @@ class _ReadyQueue:
             handle = ready.popleft()
             if handle.cancelled():
                 continue
-            try:
+            # SystemExit/KeyboardInterrupt re-raised by a task: the task holds it too.
+            with contextlib.suppress(BaseException):
                 handle._run()
-            except BaseException:  # SystemExit/KeyboardInterrupt: the task has it too
-                pass
         if ready and not self._pending:
             self._pending = True
             self._schedule(self._run_proxy, 0)

@@ -30,9 +30,7 @@ function writeAll(bytes) {
   }
 }
 
-let tRead = 0; let tHandled = 0; const stats = [];
 function sendFrame(text) {
-  if (tRead) { stats.push([tHandled - tRead, performance.now() - tRead]); tRead = 0; if (stats.length === 50) Deno.stderr.writeSync(encoder.encode(JSON.stringify(stats) + "\n")); }
   const body = encoder.encode(text);
   const frame = new Uint8Array(4 + body.length);
   new DataView(frame.buffer).setUint32(0, body.length, false);
@@ -126,9 +124,7 @@ async function serve(assets, snapshotPath) {
   ];
   const onFrame = boot.attach(sendFrame, JSON.stringify(layers), scheduleCallback);
   for await (const text of readFrames()) {
-    tRead = performance.now();
     onFrame(text);
-    tHandled = performance.now();
   }
   Deno.exit(0);
 }

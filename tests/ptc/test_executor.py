@@ -117,8 +117,10 @@ async def test_invalid_sub_call_arguments_become_tool_call_error(tools: ToolRegi
 # ----------------------------------------------------------------------------- the pool
 
 
-async def test_safe_calls_overlap_up_to_the_limit(tools: ToolRegistry, recorder: Recorder) -> None:
-    ex, _ = executor(tools, max_parallel_sub_calls=3)
+async def test_safe_calls_overlap_up_to_the_limit(
+    tools: ToolRegistry, recorder: Recorder, any_runtime: Runtime
+) -> None:
+    ex, _ = executor(tools, any_runtime, max_parallel_sub_calls=3)
     code = "import asyncio\nreturn await asyncio.gather(*[tools.read({'key': str(i), 'delay': 0.02}) for i in range(7)])"
     r = await ex.run_code(code)
     assert not r.is_error
@@ -137,9 +139,11 @@ async def test_serial_when_limit_is_one(tools: ToolRegistry, recorder: Recorder)
     assert [e for e, _, _ in recorder.log] == ["start", "end"] * 4
 
 
-async def test_parallel_calls_really_overlap(tools: ToolRegistry, recorder: Recorder) -> None:
+async def test_parallel_calls_really_overlap(
+    tools: ToolRegistry, recorder: Recorder, any_runtime: Runtime
+) -> None:
     # Two reads wait on gates that only a third, later read opens: serial execution would deadlock.
-    ex, _ = executor(tools, max_parallel_sub_calls=10, limits=Limits(timeout=5))
+    ex, _ = executor(tools, any_runtime, max_parallel_sub_calls=10, limits=Limits(timeout=5))
 
     both_running = recorder.when_running(2)
 
@@ -156,8 +160,10 @@ async def test_parallel_calls_really_overlap(tools: ToolRegistry, recorder: Reco
     assert recorder.peak == 2
 
 
-async def test_exclusive_call_is_a_barrier(tools: ToolRegistry, recorder: Recorder) -> None:
-    ex, _ = executor(tools)
+async def test_exclusive_call_is_a_barrier(
+    tools: ToolRegistry, recorder: Recorder, any_runtime: Runtime
+) -> None:
+    ex, _ = executor(tools, any_runtime)
     code = (
         "import asyncio\n"
         "await asyncio.gather(\n"
@@ -212,14 +218,16 @@ async def test_events_ids_and_pairs(tools: ToolRegistry, any_runtime: Runtime) -
     assert ok["duration"] >= 0 and ok["started"] <= ok["time"]
 
 
-async def test_dispatch_log_hook_changes_only_the_logged_copy(tools: ToolRegistry) -> None:
+async def test_dispatch_log_hook_changes_only_the_logged_copy(
+    tools: ToolRegistry, any_runtime: Runtime
+) -> None:
     seen: list[str] = []
 
     def spill(log: Any) -> list[dict[str, Any]]:
         seen.append(log.sub_call_id)
         return [{"type": "text", "text": f"[spilled {log.name}]"}]
 
-    ex, events = executor(tools, dispatch_log=spill)
+    ex, events = executor(tools, any_runtime, dispatch_log=spill)
     r = await ex.run_code("return await tools.read({'key': 'k'})", call_id="c")
     assert r.value["result"] == "value-of-k"
     settle = next(e for e in events if e["type"] == "tool/ptc-dispatch")
@@ -247,8 +255,10 @@ async def test_raising_event_sink_is_contained(tools: ToolRegistry) -> None:
     assert r.value["result"] == "value-of-k"
 
 
-async def test_additional_contexts_are_deferred_in_dispatch_order(tools: ToolRegistry) -> None:
-    ex, _ = executor(tools)
+async def test_additional_contexts_are_deferred_in_dispatch_order(
+    tools: ToolRegistry, any_runtime: Runtime
+) -> None:
+    ex, _ = executor(tools, any_runtime)
     r = await ex.run_code(
         "import asyncio\nawait asyncio.gather(*[tools.ctx_tool({'note': n}) for n in 'abc'])"
     )
@@ -258,14 +268,14 @@ async def test_additional_contexts_are_deferred_in_dispatch_order(tools: ToolReg
 # ----------------------------------------------------------------------------- policy on inner calls
 
 
-async def test_policy_denial_reaches_program(tools: ToolRegistry) -> None:
+async def test_policy_denial_reaches_program(tools: ToolRegistry, any_runtime: Runtime) -> None:
     async def deny_writes(execution: ToolExecution, call_next: Any) -> Any:
         if execution.name == "write":
             return Deny("writes are frozen today")
         return await call_next()
 
     tools.on_pre_execute(deny_writes)
-    ex, events = executor(tools)
+    ex, events = executor(tools, any_runtime)
     r = await ex.run_code(
         "try:\n    await tools.write({'key': 'k'})\nexcept ToolCallError as e:\n    return e.message"
     )
@@ -275,7 +285,7 @@ async def test_policy_denial_reaches_program(tools: ToolRegistry) -> None:
 
 
 async def test_inner_calls_get_the_outer_token_as_parent_and_approval_runs(
-    tools: ToolRegistry,
+    tools: ToolRegistry, any_runtime: Runtime
 ) -> None:
     seen: list[ToolExecution] = []
     asked: list[str] = []
@@ -292,7 +302,7 @@ async def test_inner_calls_get_the_outer_token_as_parent_and_approval_runs(
 
     tools.approval = approve
     tools.on_pre_execute(watch)
-    ex, _ = executor(tools)
+    ex, _ = executor(tools, any_runtime)
     r = await ex.run_code(
         "out = [await tools.write({'key': 'ok'})]\n"
         "try:\n    await tools.write({'key': 'no'})\nexcept ToolCallError as e:\n    out.append(e.message)\n"
@@ -345,9 +355,9 @@ def test_run_code_name_is_reserved(tools: ToolRegistry) -> None:
 
 
 async def test_timeout_settles_in_flight_and_drops_queued(
-    tools: ToolRegistry, recorder: Recorder
+    tools: ToolRegistry, recorder: Recorder, any_runtime: Runtime
 ) -> None:
-    ex, events = executor(tools, max_parallel_sub_calls=1, limits=Limits(timeout=0.2))
+    ex, events = executor(tools, any_runtime, max_parallel_sub_calls=1, limits=Limits(timeout=0.2))
     r = await ex.run_code(
         "import asyncio\nawait asyncio.gather(*[tools.read({'key': str(i), 'delay': 30}) for i in range(3)])",
         call_id="t",
@@ -362,8 +372,10 @@ async def test_timeout_settles_in_flight_and_drops_queued(
     assert events[-1]["type"] == "tool/result"
 
 
-async def test_cancellation_settles_every_sub_call(tools: ToolRegistry, recorder: Recorder) -> None:
-    ex, events = executor(tools)
+async def test_cancellation_settles_every_sub_call(
+    tools: ToolRegistry, recorder: Recorder, any_runtime: Runtime
+) -> None:
+    ex, events = executor(tools, any_runtime)
     signal = AbortSignal()
 
     all_running = recorder.when_running(3)
