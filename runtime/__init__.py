@@ -13,6 +13,7 @@ from ._base import ToolAnswer as ToolAnswer
 from ._exceptions import RuntimeBackendError as RuntimeBackendError
 from ._exceptions import RuntimeUnavailableError as RuntimeUnavailableError
 from ._exceptions import WorkerStartError as WorkerStartError
+from ._pyodide import PyodideRuntime as PyodideRuntime
 from ._registry import get_runtime as get_runtime
 from ._subprocess import SubprocessRuntime as SubprocessRuntime
 
@@ -21,6 +22,7 @@ __all__ = [
     "CancelSignal",
     "FailureKind",
     "Limits",
+    "PyodideRuntime",
     "RunOutcome",
     "Runtime",
     "RuntimeBackendError",

@@ -17,6 +17,7 @@ import ast
 import asyncio
 import builtins
 import io
+import itertools
 import linecache
 import os
 import socket
@@ -49,6 +50,8 @@ EXIT_INTERNAL = 4
 EXIT_HOST_GONE = 5
 _NOTHING_NAME = "__ptc_nothing__"
 _RECV_BYTES = 1 << 18
+# Failure messages are for a model to read: longer ones keep their head and tail.
+_MAX_MESSAGE_CHARS = 32_768
 # Partial lines are flushed as a line of their own once they get this long.
 _MAX_PARTIAL_CHARS = 1 << 16
 
@@ -143,9 +146,7 @@ def compile_program(code: str) -> CodeType:
     body.append(ast.Return(value=nothing, **where))
     function = ast.AsyncFunctionDef(
         name="<module>",
-        args=ast.arguments(
-            posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]
-        ),
+        args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
         body=body,
         decorator_list=[],
         returns=None,
@@ -172,7 +173,7 @@ def _trim_traceback(tb: TracebackType | None) -> TracebackType | None:
         if not _is_internal(tb):
             kept.append(tb)
         tb = tb.tb_next
-    for current, following in zip(kept, kept[1:], strict=False):
+    for current, following in itertools.pairwise(kept):
         current.tb_next = following
     if kept:
         kept[-1].tb_next = None
@@ -280,9 +281,7 @@ class _LogWriter(io.TextIOBase):
         self._partial: list[str] = []
         self._partial_chars = 0
 
-    @property
-    def encoding(self) -> str:
-        return "utf-8"
+    encoding = "utf-8"
 
     def writable(self) -> bool:
         return True
@@ -353,7 +352,17 @@ class _Run:
 
     def fail(self, kind: str, message: str) -> NoReturn:
         self.writer.drain()
-        self.finish({"type": "error", "kind": kind, "message": message})
+        limit = min(_MAX_MESSAGE_CHARS, self.max_message // 8)
+        if len(message) > limit:
+            # Keep the head and the tail: the tail holds the exception line.
+            head, tail = limit // 4, limit - limit // 4
+            omitted = len(message) - head - tail
+            message = f"{message[:head]}\n... [{omitted} characters omitted] ...\n{message[-tail:]}"
+        try:
+            self.finish({"type": "error", "kind": kind, "message": message})
+        except orjson.JSONEncodeError:
+            message = message.encode("utf-8", "backslashreplace").decode("utf-8")
+            self.finish({"type": "error", "kind": kind, "message": message})
 
     def count_output(self, size: int) -> None:
         self.output += size
@@ -388,9 +397,7 @@ class _Run:
         except (NotJsonError, orjson.JSONEncodeError) as exc:
             raise TypeError(f"arguments of tool {name!r} are not JSON: {exc}") from None
         if call_id > self.max_calls:
-            self.fail(
-                "tool_call_limit", f"the program made more than {self.max_calls} tool calls"
-            )
+            self.fail("tool_call_limit", f"the program made more than {self.max_calls} tool calls")
         if len(data) > self.max_message:
             raise ToolCallError(
                 name, f"arguments are {len(data)} bytes, over the limit of {self.max_message}"

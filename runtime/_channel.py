@@ -30,7 +30,15 @@ class FrameChannel:
     Reads never allocate more than one bounded frame ahead.
     """
 
-    __slots__ = ("_decoder", "_eof", "_frames", "_send_lock", "_since_checkpoint", "_sock")
+    __slots__ = (
+        "_decoder",
+        "_drained",
+        "_eof",
+        "_frames",
+        "_send_lock",
+        "_since_checkpoint",
+        "_sock",
+    )
 
     def __init__(self, sock: socket.socket, max_frame_bytes: int) -> None:
         sock.setblocking(False)
@@ -38,6 +46,7 @@ class FrameChannel:
         self._decoder = FrameDecoder(max_frame_bytes)
         self._frames: deque[bytes] = deque()
         self._eof = False
+        self._drained = False
         self._send_lock = anyio.Lock(fast_acquire=True)
         self._since_checkpoint = 0
 
@@ -58,17 +67,22 @@ class FrameChannel:
         while not frames:
             if self._eof:
                 return None
+            if self._drained:
+                # The last read did not fill its buffer: the socket is most
+                # likely empty, so wait first instead of paying for EAGAIN.
+                await anyio.wait_readable(sock)
             size = min(max(self._decoder.wanted(), _MIN_RECV), _MAX_RECV)
             try:
                 data = sock.recv(size)
             except BlockingIOError:
-                await anyio.wait_readable(sock)
+                self._drained = True
                 continue
             except OSError:
                 data = b""
             if not data:
                 self._eof = True
                 continue
+            self._drained = len(data) < size
             frames.extend(self._decoder.feed(data))
         self._since_checkpoint = 0
         return frames.popleft()

@@ -186,8 +186,8 @@ def restrict_self(
 def _add_path_rule(syscall: ctypes._FuncPointer, ruleset: int, path: str, rights: int) -> None:
     try:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return
+    except (FileNotFoundError, PermissionError):
+        return  # what we cannot open, the program could not read either
     try:
         if not stat.S_ISDIR(os.fstat(fd).st_mode):
             rights &= _FILE_RIGHTS

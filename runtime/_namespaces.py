@@ -9,7 +9,8 @@ root, the single self-mapping the kernel allows is used.
 
 The new root is a read-only tmpfs holding only: read-only bind mounts of the
 Python installation, ``/dev/null``, ``/dev/zero``, ``/dev/urandom``, and the
-private work directory at ``/tmp`` (read-write). ``pivot_root`` plus a lazy
+private work directory at ``/tmp`` (read-write, ``noexec``, ``nosuid``,
+``nodev``). ``pivot_root`` plus a lazy
 unmount of the old root leaves no path back to host files; no ``/proc`` is
 mounted.
 
@@ -19,6 +20,7 @@ mount namespace set-up must finish before seccomp forbids ``mount``.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import functools
@@ -72,6 +74,7 @@ _MS_REC: Final = 0x4000
 _MS_PRIVATE: Final = 0x40000
 _MS_RELATIME: Final = 0x200000
 _MNT_DETACH: Final = 0x2
+_PR_SET_DUMPABLE: Final = 4
 # statvfs f_flag bits share their values with the MS_* flags they report.
 _LOCKABLE_FLAGS: Final = (
     _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_NOATIME | _MS_NODIRATIME | _MS_RELATIME
@@ -146,6 +149,9 @@ def map_ids(ready_to_map: int, mapped: int, target_pid: int) -> NoReturn:
 
 def map_self(uid: int, gid: int) -> None:
     """Map the namespace's root to our own host ids (all an unprivileged user may map)."""
+    # A process whose ids changed is not dumpable, which makes its /proc files
+    # root's; the sandbox makes it non-dumpable again afterwards.
+    _libc().prctl(ctypes.c_int(_PR_SET_DUMPABLE), ctypes.c_ulong(1), 0, 0, 0)
     _write("/proc/self/setgroups", "deny")
     _write("/proc/self/gid_map", f"0 {gid} 1\n")
     _write("/proc/self/uid_map", f"0 {uid} 1\n")
@@ -200,7 +206,10 @@ def build_private_root(workdir: str, read_only: Iterable[str]) -> list[str]:
 
     try:
         work_fd = open_path(workdir, os.O_DIRECTORY)
-        binds = [(open_path(path), path) for path in sorted(set(read_only)) if os.path.isdir(path)]
+        binds = []
+        for path in sorted(set(read_only)):
+            with contextlib.suppress(FileNotFoundError, PermissionError, NotADirectoryError):
+                binds.append((open_path(path, os.O_DIRECTORY), path))
         devices = [(open_path(dev), dev) for dev in _DEVICES if os.path.exists(dev)]
         # Keep our mounts from propagating back into the host's namespace.
         _mount(None, "/", None, _MS_REC | _MS_PRIVATE, None)

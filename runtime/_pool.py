@@ -11,6 +11,7 @@ never again. A dead zygote is noticed on the next request and replaced.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -31,6 +32,7 @@ from ._zygote import ZYGOTE_BOOT
 
 __all__ = ["SandboxKey", "Worker", "WorkerPool"]
 
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _START_TIMEOUT = 60.0
 _STOP_TIMEOUT = 5.0
 _REPLY_BYTES = 4096
@@ -52,7 +54,7 @@ class SandboxKey:
 class Worker:
     """One forked worker: its pid (= process group), run channel and status pipe."""
 
-    __slots__ = ("_closed", "_exited", "pid", "sock", "status_fd")
+    __slots__ = ("_closed", "_exited", "_status_data", "_status_done", "pid", "sock", "status_fd")
 
     def __init__(self, pid: int, sock: socket.socket, status_fd: int) -> None:
         self.pid = pid
@@ -60,34 +62,48 @@ class Worker:
         self.status_fd = status_fd
         self._exited = False
         self._closed = False
+        self._status_data = bytearray()
+        self._status_done = False
 
     def kill(self) -> None:
-        """SIGKILL the worker's whole process group (a no-op once it was reaped)."""
+        """SIGKILL the worker's whole process group (a no-op once it was reaped).
+
+        The zygote writes the status only after reaping, so a status in the
+        pipe means the pid may already be reused: then nothing is signalled.
+        """
+        if not self._exited:
+            self._read_status()
         if not self._exited:
             with contextlib.suppress(OSError):
                 os.killpg(self.pid, signal.SIGKILL)
 
-    async def wait_status(self, timeout: float) -> tuple[int, float] | None:
+    def _read_status(self) -> bool:
+        """Read what the status pipe has without blocking; ``False`` if it would block."""
+        while not self._status_done:
+            try:
+                chunk = os.read(self.status_fd, 64)
+            except BlockingIOError:
+                return False
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self._status_done = True
+            self._status_data += chunk
+        self._exited = bool(self._status_data)
+        return True
+
+    async def wait_status(self, grace: float) -> tuple[int, float] | None:
         """``(raw wait status, CPU seconds)`` once the zygote reaped the worker.
 
-        ``None`` when it is not known within ``timeout`` (or the zygote is gone).
+        ``None`` when it is not known within ``grace`` seconds (or the zygote is gone).
         """
-        data = b""
-        with anyio.move_on_after(timeout):
-            while True:
-                try:
-                    chunk = os.read(self.status_fd, 32)
-                except BlockingIOError:
-                    await anyio.wait_readable(self.status_fd)
-                    continue
-                if not chunk:
-                    break
-                data += chunk
-        if not data:
+        with anyio.move_on_after(grace):
+            while not self._read_status():
+                await anyio.wait_readable(self.status_fd)
+        if not self._exited:
             return None
-        self._exited = True
         try:
-            status, cpu = data.split()
+            status, cpu = self._status_data.split()
             return int(status), float(cpu)
         except ValueError:
             return None
@@ -120,7 +136,6 @@ class _Zygote:
     ) -> _Zygote:
         tmp = tempfile.mkdtemp(prefix="ptc-runtime-")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        package_dir = str(Path(__file__).resolve().parent)
         options = {
             "fd": theirs.fileno(),
             "tmp": tmp,
@@ -129,7 +144,7 @@ class _Zygote:
             "preimport": list(preimport),
             "restricted": restricted,
         }
-        command = [python, "-I", "-S", "-X", "utf8", "-c", ZYGOTE_BOOT, package_dir]
+        command = [python, "-I", "-S", "-X", "utf8", "-c", ZYGOTE_BOOT, _PACKAGE_DIR]
         command.append(orjson.dumps(options).decode())
         try:
             process = await anyio.open_process(
@@ -165,7 +180,7 @@ class _Zygote:
 
     def request(self, request_id: int, key: SandboxKey) -> None:
         try:
-            self.ctl.send(orjson.dumps({"id": request_id, **asdict(key)}))
+            self.ctl.send(orjson.dumps({"id": request_id, **_request_fields(key)}))
         except OSError:
             # A full or broken control socket: the zygote is unusable.
             self.alive = False
@@ -259,16 +274,20 @@ class WorkerPool:
         """A fresh worker for ``key``, never handed out before.
 
         Raises:
-            WorkerStartError: the zygote cannot be started or keeps dying.
+            WorkerStartError: the zygote cannot be started, keeps dying or hangs.
         """
         for attempt in range(2):
             zygote = await self._ensure_zygote()
             try:
-                return await self._acquire(zygote, key)
+                with anyio.fail_after(_START_TIMEOUT):
+                    return await self._acquire(zygote, key)
             except _ZygoteDied:
                 await self._drop_zygote(zygote)
                 if attempt:
                     raise WorkerStartError("the zygote died twice in a row") from None
+            except TimeoutError:
+                await self._drop_zygote(zygote)
+                raise WorkerStartError("the zygote did not fork a worker in time") from None
         raise AssertionError("unreachable")
 
     async def _acquire(self, zygote: _Zygote, key: SandboxKey) -> Worker:
@@ -377,6 +396,11 @@ class WorkerPool:
                 await self._drop_zygote(zygote)
 
 
+@functools.cache
+def _request_fields(key: SandboxKey) -> dict[str, object]:
+    return asdict(key)
+
+
 class _ZygoteDied(Exception):
     pass
 
@@ -396,4 +420,3 @@ def _dependency_paths(restricted: bool) -> list[str]:
         if path not in paths:
             paths.append(path)
     return paths
-

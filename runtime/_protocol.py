@@ -125,7 +125,7 @@ class FrameDecoder:
         buffered = len(self._buffer)
         if buffered < 4:
             return 4 - buffered
-        (size,) = HEADER.unpack_from(self._buffer)
+        size: int = HEADER.unpack_from(self._buffer)[0]
         return max(1, 4 + size - buffered)
 
     def feed(self, data: bytes) -> list[bytes]:
@@ -250,6 +250,7 @@ def _check(value: object, depth: int) -> None:
     if depth >= MAX_JSON_DEPTH:
         raise _Bad(f"nesting deeper than {MAX_JSON_DEPTH} levels")
     if kind is list:
+        item: object
         for index, item in enumerate(value):  # type: ignore[arg-type]
             try:
                 _check(item, depth + 1)

@@ -53,8 +53,9 @@ class PyodideRuntime(Runtime):
         PyodideNotInstalledError: Deno or the pinned Pyodide assets are missing
             (a :class:`~runtime.RuntimeUnavailableError` naming the install command).
 
-    Each run gets its own process and Pyodide instance, which is killed after
-    that one run. Spares start on :meth:`start` and are replaced after each run;
+    Each run gets its own process and Pyodide instance, which is killed when
+    that one run ends (its exit is collected by a later run or :meth:`aclose`).
+    Spares start on :meth:`start` and are replaced after each run;
     :meth:`aclose` kills the idle ones. Many runs may proceed concurrently.
     """
 
@@ -76,6 +77,9 @@ class PyodideRuntime(Runtime):
         )
         self._default_profile = self._profile(self._limits)
         self._spares: deque[DenoWorker] = deque()
+        # Killed workers whose exit is not collected yet: tearing down a Deno
+        # process takes tens of ms, so runs do not wait for it (see _bury).
+        self._dying: list[DenoWorker] = []
         self._closed = False
 
     @property
@@ -108,12 +112,22 @@ class PyodideRuntime(Runtime):
             self._spares.append(self._spawn(self._default_profile))
 
     async def _acquire(self, profile: WorkerProfile) -> DenoWorker:
+        self._reap()
         while self._spares:
             worker = self._spares.popleft()
             if worker.profile == profile and worker.alive:
                 return worker
-            await worker.aclose()
+            self._bury(worker)
         return self._spawn(profile)
+
+    def _bury(self, worker: DenoWorker) -> None:
+        """Kill ``worker`` and close its descriptors now; collect its exit later."""
+        worker.close()
+        if worker.alive:
+            self._dying.append(worker)
+
+    def _reap(self) -> None:
+        self._dying = [worker for worker in self._dying if worker.alive]
 
     async def run(
         self,
@@ -137,15 +151,20 @@ class PyodideRuntime(Runtime):
         try:
             return await self._drive(worker, code, names, call_tool, limits, cancel)
         finally:
-            await worker.aclose()
+            self._bury(worker)
             self._refill()
 
     async def aclose(self) -> None:
-        """Kill every idle spare; later runs start cold and leave no spares behind."""
+        """Kill every idle spare and wait until every killed worker has exited.
+
+        Later runs still work; they start cold and leave no spares behind.
+        """
         self._closed = True
         with anyio.CancelScope(shield=True):
             while self._spares:
-                await self._spares.popleft().aclose()
+                self._bury(self._spares.popleft())
+            while self._dying:
+                await self._dying.pop().aclose()
 
     async def _drive(
         self,
@@ -156,11 +175,22 @@ class PyodideRuntime(Runtime):
         limits: Limits,
         cancel: CancelSignal | None,
     ) -> RunOutcome:
-        # Wait for the "ready" frame (or a dead worker) before the program's clock starts.
-        with anyio.move_on_after(_START_TIMEOUT):
-            await anyio.wait_readable(worker.sock)
+        # Wait for "ready" (or a dead worker) before the program's clock starts:
+        # loading Pyodide is the runtime's time, bounded on its own.
+        with anyio.move_on_after(_START_TIMEOUT) as waiting:
+            dispose = cancel.add_listener(waiting.cancel) if cancel is not None else None
+            try:
+                await anyio.wait_readable(worker.sock)
+            finally:
+                if dispose is not None:
+                    dispose()
         if cancel is not None and cancel.aborted:
             return RunOutcome.failure("cancelled", "the run was cancelled before it started")
+        if waiting.cancelled_caught:
+            detail = worker.stderr_text().strip()[-_STDERR_IN_MESSAGE:]
+            return RunOutcome.failure(
+                "crashed", f"the Pyodide worker did not start within {_START_TIMEOUT:g} s\n{detail}"
+            )
         worker.limit_cpu(limits.cpu_seconds)
         async with anyio.create_task_group() as watchers:
             watchers.start_soon(worker.drain_stderr)

@@ -35,9 +35,7 @@ __all__ = [
 
 #: The pinned npm ``pyodide`` release and its registry integrity (SRI, sha512).
 PYODIDE_VERSION = "314.0.7"
-PYODIDE_INTEGRITY = (
-    "sha512-0YvXxEhfEdpLfb/XkM2BFAeMROq0iMUX2bzzH9pOttyMcWkwq+HbE5uyuGD82LN7y2q+SNvi/6V5JEsOlD2R1A=="
-)
+PYODIDE_INTEGRITY = "sha512-0YvXxEhfEdpLfb/XkM2BFAeMROq0iMUX2bzzH9pOttyMcWkwq+HbE5uyuGD82LN7y2q+SNvi/6V5JEsOlD2R1A=="
 #: The files of the npm package a worker needs (everything else is left out).
 ASSET_FILES = (
     "package.json",
@@ -175,7 +173,9 @@ def pyodide_status(cache_dir: Path | None = None) -> dict[str, str]:
         status["snapshot"] = f"{snapshot.name} ({snapshot.stat().st_size // (1024 * 1024)} MiB)"
     else:
         status["snapshot"] = "missing (cold starts are slow)"
-    usable = deno is not None and status["deno"].split()[0] != "unusable" and _assets_complete(assets)
+    usable = (
+        deno is not None and status["deno"].split()[0] != "unusable" and _assets_complete(assets)
+    )
     status["usable"] = "yes" if usable else "no"
     if deno is None:
         status["fix"] = f"{_EXTRA_HINT}, then {INSTALL_COMMAND}"

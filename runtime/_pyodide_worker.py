@@ -20,6 +20,7 @@ after its one run and never reused.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import resource
 import signal
@@ -106,7 +107,16 @@ class DenoWorker(Worker):
     Always end it with :meth:`aclose` (which kills first).
     """
 
-    __slots__ = ("_stderr", "_tail", "memory_exceeded", "popen", "profile")
+    __slots__ = (
+        "_cpu_base",
+        "_cpu_used",
+        "_status",
+        "_stderr",
+        "_tail",
+        "memory_exceeded",
+        "popen",
+        "profile",
+    )
 
     def __init__(
         self, popen: subprocess.Popen[bytes], sock: socket.socket, profile: WorkerProfile
@@ -115,6 +125,9 @@ class DenoWorker(Worker):
         self.popen = popen
         self.profile = profile
         self.memory_exceeded = False
+        self._status: int | None = None
+        self._cpu_base = 0.0
+        self._cpu_used = 0.0
         assert popen.stderr is not None
         self._stderr = popen.stderr.fileno()
         os.set_blocking(self._stderr, False)
@@ -147,7 +160,7 @@ class DenoWorker(Worker):
 
     @property
     def alive(self) -> bool:
-        return self.popen.poll() is None
+        return not self._reap()
 
     # -- limits and diagnostics --------------------------------------------------------
 
@@ -158,8 +171,12 @@ class DenoWorker(Worker):
                 prlimit(self.pid, which, (soft, hard))
 
     def limit_cpu(self, seconds: float) -> None:
-        """Cap the CPU the process may still burn (SIGXCPU from the kernel past it)."""
-        soft = int(self.cpu_seconds() + seconds) + 1
+        """Cap the CPU the run may burn from now on (SIGXCPU from the kernel past it).
+
+        Loading Pyodide already used some; that is counted out of the run.
+        """
+        self._cpu_base = self.cpu_seconds()
+        soft = math.ceil(self._cpu_base + seconds)
         self._prlimit(resource.RLIMIT_CPU, soft, soft + 1)
 
     def cpu_seconds(self) -> float:
@@ -203,32 +220,51 @@ class DenoWorker(Worker):
 
     def kill(self) -> None:
         """SIGKILL the worker's process group (a no-op once it was reaped)."""
-        if self.popen.returncode is None:
+        if self._status is None:
             with contextlib.suppress(OSError):
                 os.killpg(self.pid, signal.SIGKILL)
 
-    async def wait_status(self, timeout: float) -> int | None:  # noqa: ASYNC109 - Worker's
-        """The raw wait status once the process exited, ``None`` if it did not in time."""
+    async def wait_status(self, timeout: float) -> tuple[int, float] | None:  # noqa: ASYNC109
+        """``(raw wait status, CPU seconds since the run began)`` once the process exited.
+
+        ``None`` when it did not exit within ``timeout``.
+        """
         with anyio.move_on_after(timeout):
             await self._process_exit()
-        code = self.popen.returncode
-        if code is None:
+        if self._status is None:
             return None
-        return -code if code < 0 else code << 8
+        return self._status, max(0.0, self._cpu_used - self._cpu_base)
+
+    def _reap(self) -> bool:
+        """Collect the exit status and CPU time if the process has exited."""
+        if self._status is not None:
+            return True
+        try:
+            pid, status, usage = os.wait4(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            pid, status, usage = self.pid, 0, None
+        if pid == 0:
+            return False
+        self._status = status
+        if usage is not None:
+            self._cpu_used = usage.ru_utime + usage.ru_stime
+        # Popen must know too, or it warns that the process is still running.
+        self.popen.returncode = os.waitstatus_to_exitcode(status)
+        return True
 
     async def _process_exit(self) -> None:
-        if self.popen.poll() is not None:
+        if self._reap():
             return
         pidfd = -1
         with contextlib.suppress(AttributeError, OSError):
             pidfd = os.pidfd_open(self.pid)  # readable once the process exits (Linux)
         if pidfd >= 0:
             try:
-                if self.popen.poll() is None:
+                if not self._reap():
                     await anyio.wait_readable(pidfd)
             finally:
                 os.close(pidfd)
-        while self.popen.poll() is None:  # noqa: ASYNC110 - no pidfd: poll
+        while not self._reap():  # noqa: ASYNC110 - no pidfd: poll
             await anyio.sleep(0.005)
 
     def close(self) -> None:

@@ -22,8 +22,8 @@ what earlier ones need:
    permitted and effective sets emptied, ``no_new_privs`` and non-dumpable set.
 6. **rlimits**: ``RLIMIT_CORE`` 0, ``RLIMIT_NOFILE``, ``RLIMIT_FSIZE``,
    ``RLIMIT_NPROC`` 1, ``RLIMIT_MEMLOCK``/``RLIMIT_MSGQUEUE`` 0, ``RLIMIT_CPU``
-   (soft = hard, so the kernel sends ``SIGKILL``: PID 1 ignores ``SIGXCPU``) and
-   ``RLIMIT_AS`` last.
+   (``SIGXCPU``, then ``SIGKILL`` a second later; as PID 1, which ignores the
+   kernel's ``SIGXCPU``, soft = hard) and ``RLIMIT_AS`` last.
 7. **landlock**: read-only Python installation, read-write workdir, the
    devices; no TCP; no signals or abstract sockets out of the domain.
 8. **seccomp**: last, since it forbids ``mount``, ``unshare``, ``setuid``... See
@@ -41,6 +41,13 @@ Contract with the worker bootstrap:
   pre-import (``_imports.preload_modules``) what the program may use.
 * A worker killed by the filter dies of ``SIGSYS``; by the CPU limit,
   of ``SIGXCPU`` as seen by the host; by memory, usually a ``MemoryError``.
+* The program can write anything to the channel (it shares the process with
+  the bootstrap), including ``SCM_RIGHTS`` messages: the host must read the
+  channel with plain ``recv`` (never accept passed descriptors) and validate
+  every frame.
+* The intermediate process puts the program in its own session: killing the
+  worker's process group kills the intermediate, and the program follows
+  through its parent-death signal.
 
 Security warning: this is the security boundary for hostile programs; the
 import allow-list and RestrictedPython are extra, bypassable conveniences.
@@ -223,12 +230,18 @@ def _installation_paths() -> tuple[str, ...]:
 
 
 def _close_fds(keep: Sequence[int]) -> None:
+    # closerange() uses close_range(2) where it exists, but falls back to one
+    # close() per number: bound the range by the highest fd actually open.
+    try:
+        top = max(int(name) for name in os.listdir("/proc/self/fd")) + 1
+    except (OSError, ValueError):
+        top = 1 << 20
     low = 0
     for fd in sorted(set(keep)):
         if fd > low:
             os.closerange(low, fd)
         low = fd + 1
-    os.closerange(low, 1 << 30)
+    os.closerange(low, max(low, top))
 
 
 def _clear_environment() -> str:
@@ -276,7 +289,12 @@ def _enter_namespaces(
     if privileged:
         go_r, go_w = os.pipe()
         done_r, done_w = os.pipe()
-        helper = os.fork()
+        try:
+            helper = os.fork()
+        except OSError as exc:
+            for name in _NAMESPACE_LAYERS:
+                report.add(name, False, f"cannot fork the id-map helper: {exc}")
+            return _Namespaces()
         if helper == 0:
             os.close(go_w)
             os.close(done_r)
@@ -334,9 +352,14 @@ def _enter_namespaces(
         )
     except OSError as exc:
         report.add("mount-namespace", False, f"private root not built: {exc}")
-    lifeline = _fork_pid_one(config)
+    mapping = "privileged" if privileged else "self"
+    try:
+        lifeline = _fork_pid_one(config)
+    except OSError as exc:
+        report.add("pid-namespace", False, f"cannot fork the program's process: {exc}")
+        return _Namespaces(mapping)
     report.add("pid-namespace", True, "the program is PID 1 of a new PID namespace")
-    return _Namespaces("privileged" if privileged else "self", lifeline)
+    return _Namespaces(mapping, lifeline)
 
 
 def _fork_pid_one(config: SandboxConfig) -> int:
@@ -346,7 +369,12 @@ def _fork_pid_one(config: SandboxConfig) -> int:
     (they reset the parent-death signal, which must then be set again).
     """
     lifeline_r, lifeline_w = os.pipe()
-    child = os.fork()
+    try:
+        child = os.fork()
+    except OSError:
+        os.close(lifeline_r)
+        os.close(lifeline_w)
+        raise
     if child:
         _supervise(child, lifeline_w, config.cpu_seconds)
     os.close(lifeline_w)
@@ -382,8 +410,11 @@ def _supervise(child: int, lifeline_w: int, cpu_seconds: float) -> NoReturn:
         elif os.WIFSIGNALED(status):
             signum: int = os.WTERMSIG(status)
             cpu_used = usage.ru_utime + usage.ru_stime
-            if signum == signal.SIGKILL and cpu_used >= math.ceil(cpu_seconds) - 0.05:
-                signum = signal.SIGXCPU  # the CPU hard limit, not an outside kill
+            # Nothing inside can SIGKILL PID 1 and the host kills this process, not
+            # the program: a SIGKILL after real CPU use is the CPU hard limit (the
+            # kernel's CPU accounting and rusage differ by a few ticks).
+            if signum == signal.SIGKILL and cpu_used >= 0.5 * math.ceil(cpu_seconds):
+                signum = signal.SIGXCPU
             code = 128 + signum
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
             with contextlib.suppress(OSError, ValueError):
@@ -432,6 +463,8 @@ def _drop_privileges(namespaces: _Namespaces, report: _Report) -> None:
         os.setresgid(target, target, target)
         os.setresuid(target, target, target)
         steps.append(f"uid/gid {target}")
+    elif namespaces.mapping == "self":
+        steps.append("namespace uid 0 kept (it is our own unprivileged host uid)")
     else:
         steps.append(f"uid {os.geteuid()} kept")
     # setresuid away from root clears the capability sets; zero them explicitly
@@ -445,7 +478,9 @@ def _drop_privileges(namespaces: _Namespaces, report: _Report) -> None:
         _check_lifeline(namespaces.lifeline)
         os.close(namespaces.lifeline)
     no_caps = _capabilities_empty() and _prctl(_PR_GET_NO_NEW_PRIVS) == 1
-    bounding_empty = all(_capbset_read(cap) == 0 for cap in range(64))
+    # Without CAP_SETPCAP the bounding set cannot shrink; with no_new_privs and
+    # exec denied it could never be used either.
+    bounding_empty = not is_root or all(_capbset_read(cap) == 0 for cap in range(64))
     host_root = os.geteuid() == 0 and namespaces.mapping is None
     active = no_caps and bounding_empty and not host_root
     steps.append("no capabilities, no_new_privs, not dumpable" if active else "privileges remain")
@@ -459,24 +494,28 @@ def _capbset_read(cap: int) -> int:
         return 0  # EINVAL: no such capability
 
 
-def _apply_rlimits(config: SandboxConfig, report: _Report) -> None:
+def _apply_rlimits(config: SandboxConfig, report: _Report, *, pid_one: bool) -> None:
     cpu = max(1, math.ceil(config.cpu_seconds))
+    # SIGXCPU at the soft limit, SIGKILL one second later if it is ignored. PID 1
+    # of a namespace ignores the kernel's SIGXCPU, so there the hard limit is
+    # the limit (and the supervisor reports the SIGKILL as SIGXCPU).
+    cpu_hard = cpu if pid_one else cpu + 1
     limits = [
-        ("CORE", resource.RLIMIT_CORE, 0),
-        ("NOFILE", resource.RLIMIT_NOFILE, config.max_open_files),
-        ("FSIZE", resource.RLIMIT_FSIZE, config.max_file_bytes),
-        ("NPROC", resource.RLIMIT_NPROC, 1),
-        ("MEMLOCK", resource.RLIMIT_MEMLOCK, 0),
-        ("MSGQUEUE", resource.RLIMIT_MSGQUEUE, 0),
-        ("CPU", resource.RLIMIT_CPU, cpu),
-        ("AS", resource.RLIMIT_AS, config.memory_bytes),
+        ("CORE", resource.RLIMIT_CORE, 0, 0),
+        ("NOFILE", resource.RLIMIT_NOFILE, config.max_open_files, config.max_open_files),
+        ("FSIZE", resource.RLIMIT_FSIZE, config.max_file_bytes, config.max_file_bytes),
+        ("NPROC", resource.RLIMIT_NPROC, 1, 1),
+        ("MEMLOCK", resource.RLIMIT_MEMLOCK, 0, 0),
+        ("MSGQUEUE", resource.RLIMIT_MSGQUEUE, 0, 0),
+        ("CPU", resource.RLIMIT_CPU, cpu, cpu_hard),
+        ("AS", resource.RLIMIT_AS, config.memory_bytes, config.memory_bytes),
     ]
     applied: list[str] = []
     failed: list[str] = []
-    for name, which, value in limits:
+    for name, which, soft, hard in limits:
         try:
-            resource.setrlimit(which, (value, value))
-            applied.append(f"{name}={value}")
+            resource.setrlimit(which, (soft, hard))
+            applied.append(f"{name}={soft}" if soft == hard else f"{name}={soft}/{hard}")
         except (OSError, ValueError) as exc:
             failed.append(f"{name}: {exc}")
     detail = ", ".join(applied) + (f"; failed: {'; '.join(failed)}" if failed else "")
@@ -503,7 +542,10 @@ def enter_sandbox(config: SandboxConfig, *, keep_fds: Sequence[int]) -> list[Lay
     report = _Report(config.strict)
     _close_fds([0, 1, 2, *keep_fds])
     workdir = os.path.realpath(config.workdir)
-    read_only = python_paths()
+    # A read-only path above the workdir would also expose other runs' workdirs.
+    read_only = [
+        path for path in python_paths() if not (workdir + "/").startswith(path.rstrip("/") + "/")
+    ]
     report.add("environment", True, _clear_environment())
     # Landlock rules bind to inodes, so a ruleset built now from host paths also
     # holds after pivot_root (the bind mounts show the same inodes), and it is
@@ -544,7 +586,7 @@ def enter_sandbox(config: SandboxConfig, *, keep_fds: Sequence[int]) -> list[Lay
         f"cwd {_namespaces.SANDBOX_WORKDIR} (the workdir)" if rooted else f"cwd {workdir}",
     )
     _drop_privileges(namespaces, report)
-    _apply_rlimits(config, report)
+    _apply_rlimits(config, report, pid_one=namespaces.lifeline >= 0)
     if ruleset is not None:
         fd, abi = ruleset
         try:

@@ -9,9 +9,11 @@ output bytes and tool-call count are enforced here whatever the worker says.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -48,12 +50,16 @@ async def drive_run(
 
 class _Session:
     __slots__ = (
+        "answerers_done",
+        "busy_answerers",
         "call_tool",
         "calls",
         "channel",
+        "idle_answerers",
         "limits",
         "logs",
         "output",
+        "queued_calls",
         "tool_names",
         "worker",
     )
@@ -69,6 +75,13 @@ class _Session:
         self.logs: list[str] = []
         self.output = 0
         self.calls = 0
+        # Calls go to idle answerer tasks (a queue plus one wake-up event per
+        # idle task); a new task is only started when none is idle. Starting a
+        # task, or a stream hand-off, costs more event-loop turns than this.
+        self.queued_calls: deque[tuple[int, str, Any]] = deque()
+        self.idle_answerers: list[anyio.Event] = []
+        self.busy_answerers = 0
+        self.answerers_done = False
 
     def failure(self, kind: FailureKind, message: str) -> RunOutcome:
         return RunOutcome(kind=kind, message=message, logs=self.logs, tool_calls=self.calls)
@@ -102,8 +115,14 @@ class _Session:
                 finally:
                     if dispose is not None:
                         dispose()
-            # The outcome is decided: tool calls still in flight are abandoned.
-            calls.cancel_scope.cancel()
+            # The outcome is decided: idle answerers leave, calls still in
+            # flight are abandoned. (Cancelling costs a task repr in anyio:
+            # only when needed.)
+            self.answerers_done = True
+            while self.idle_answerers:
+                self.idle_answerers.pop().set()
+            if self.busy_answerers:
+                calls.cancel_scope.cancel()
         if outcome is not None:
             return outcome
         if signalled:
@@ -114,10 +133,10 @@ class _Session:
 
     async def converse(self, run_frame: bytes, calls: anyio.abc.TaskGroup) -> RunOutcome:
         channel = self.channel
-        try:
-            await channel.send(run_frame)  # pipelined: the worker reads it after "ready"
-        except ChannelClosed:
-            return await self.lost()
+        # Pipelined: the worker reads it after "ready". If the worker is already
+        # gone, what it wrote before is still read below.
+        with contextlib.suppress(ChannelClosed):
+            await channel.send(run_frame)
         payload = await channel.receive()
         if payload is None:
             return await self.lost()
@@ -154,7 +173,12 @@ class _Session:
                         "tool_call_limit",
                         f"the program made more than {limits.max_tool_calls} tool calls",
                     )
-                calls.start_soon(self.answer, call_id, name, frame["args"])
+                self.busy_answerers += 1
+                if self.idle_answerers:
+                    self.queued_calls.append((call_id, name, frame["args"]))
+                    self.idle_answerers.pop().set()
+                else:
+                    calls.start_soon(self.answerer, call_id, name, frame["args"])
             elif kind == "done":
                 self.output += len(payload)
                 if self.output > limits.max_output_bytes:
@@ -183,7 +207,26 @@ class _Session:
             f"the program's output exceeded {self.limits.max_output_bytes} bytes",
         )
 
+    async def answerer(self, call_id: int, name: str, args: Any) -> None:
+        """Answer one call, then stay around for the next ones."""
+        await self.answer(call_id, name, args)
+        while True:
+            if self.queued_calls:
+                await self.answer(*self.queued_calls.popleft())
+                continue
+            if self.answerers_done:
+                return
+            wake_up = anyio.Event()
+            self.idle_answerers.append(wake_up)
+            await wake_up.wait()
+
     async def answer(self, call_id: int, name: str, args: Any) -> None:
+        try:
+            await self.answer_one(call_id, name, args)
+        finally:
+            self.busy_answerers -= 1
+
+    async def answer_one(self, call_id: int, name: str, args: Any) -> None:
         try:
             answer = await self.call_tool(name, args)
             if not isinstance(answer, ToolAnswer):
@@ -194,14 +237,21 @@ class _Session:
             answer = ToolAnswer.failure(f"{type(exc).__name__}: {exc}")
         try:
             if answer.ok:
-                data = encode_frame({"type": "answer", "id": call_id, "ok": True, "value": answer.value})
+                data = encode_frame(
+                    {"type": "answer", "id": call_id, "ok": True, "value": answer.value}
+                )
             else:
                 data = encode_frame(
                     {"type": "answer", "id": call_id, "ok": False, "message": str(answer.message)}
                 )
         except (TypeError, orjson.JSONEncodeError) as exc:
             data = encode_frame(
-                {"type": "answer", "id": call_id, "ok": False, "message": f"the answer is not JSON: {exc}"}
+                {
+                    "type": "answer",
+                    "id": call_id,
+                    "ok": False,
+                    "message": f"the answer is not JSON: {exc}",
+                }
             )
         if len(data) - 4 > self.limits.max_message_bytes:
             data = encode_frame(
@@ -213,10 +263,8 @@ class _Session:
                     f"of {self.limits.max_message_bytes}",
                 }
             )
-        try:
+        with contextlib.suppress(ChannelClosed):  # the main loop sees the worker go
             await self.channel.send(data)
-        except ChannelClosed:
-            pass  # the main loop sees the worker go and reports it
 
     async def lost(self) -> RunOutcome:
         """The channel closed without a final frame: find out how the worker ended."""
@@ -234,7 +282,8 @@ class _Session:
         if code < 0:
             signum = -code
             cpu_limit = math.ceil(self.limits.cpu_seconds)
-            if signum == signal.SIGKILL and cpu_seconds >= cpu_limit - 0.05:
+            # CPU accounting is tick-based: allow some slack below the limit.
+            if signum == signal.SIGKILL and cpu_seconds >= cpu_limit * 0.9:
                 signum = signal.SIGXCPU  # the kernel's kill at the hard CPU limit
             if signum == signal.SIGXCPU:
                 return self.failure(
@@ -248,7 +297,9 @@ class _Session:
                 )
             if signum == signal.SIGXFSZ:
                 return self.failure("crashed", f"the worker exceeded its file size limit ({name})")
-            return self.failure("crashed", f"the worker was killed by {name}")
+            return self.failure(
+                "crashed", f"the worker was killed by {name} after {cpu_seconds:.2f} s of CPU"
+            )
         if code == EXIT_MEMORY:
             return self.failure("memory", "the program ran out of memory")
         if code in (EXIT_INTERNAL, EXIT_HOST_GONE):

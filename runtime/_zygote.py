@@ -101,6 +101,7 @@ class _Zygote:
         self.settings = settings
         self.sandbox = sandbox
         self.children: dict[int, tuple[int, str]] = {}
+        self.pid = os.getpid()
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.libc: Any = None
         try:
@@ -115,12 +116,12 @@ class _Zygote:
         signal.set_wakeup_fd(self.wake_w)
         self.ctl.send(orjson.dumps({"ready": os.getpid()}))
         while True:
-            readable, _, _ = select.select([self.ctl, self.wake_r], [], [])
+            readable, _, _ = select.select([self.ctl.fileno(), self.wake_r], [], [])
             if self.wake_r in readable:
                 with contextlib.suppress(BlockingIOError):
                     os.read(self.wake_r, 4096)
             self.reap()
-            if self.ctl in readable:
+            if self.ctl.fileno() in readable:
                 try:
                     request = self.ctl.recv(_REQUEST_BYTES)
                 except OSError:
@@ -202,7 +203,7 @@ class _Zygote:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             if self.libc is not None:
                 self.libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            if os.getppid() == 1:
+            if os.getppid() != self.pid:
                 os._exit(EXIT_INTERNAL)  # the zygote died before the death signal was set
             null = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):
@@ -262,9 +263,7 @@ def main(options_json: str) -> NoReturn:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     stdlib_path = [entry for entry in sys.path if entry not in options["paths"]]
     settings = WorkerSettings(
-        allowed_modules=(
-            None if options["allowed"] is None else frozenset(options["allowed"])
-        ),
+        allowed_modules=(None if options["allowed"] is None else frozenset(options["allowed"])),
         restricted=options["restricted"],
     )
     sandbox = _load_sandbox()

@@ -36,9 +36,9 @@ _INT_MIN = -(2**63)
 _INT_MAX = 2**64 - 1
 _NOTHING_NAME = "__ptc_nothing__"
 _MAX_PARTIAL_CHARS = 1 << 16
-_LOG_BATCH_CHARS = 1 << 16
+_MAX_MESSAGE_CHARS = 32_768
 
-Send = Callable[[str], object]
+Send = Callable[[Any], object]
 
 
 class _Nothing:
@@ -313,13 +313,21 @@ class _LogWriter(io.TextIOBase):
         return size
 
     def drain(self) -> None:
-        """Send a pending partial line as a line of its own, then every batched line."""
+        """Send a pending partial line as a line of its own."""
         if self._partial:
             text = "".join(self._partial)
             self._partial.clear()
             self._partial_chars = 0
             self._run.log(text)
-        self._run.flush_logs()
+
+
+def _to_js(data: bytes) -> object:
+    """``data`` as a JS ``Uint8Array`` (a plain copy outside Pyodide, for tests)."""
+    try:
+        from pyodide.ffi import to_js  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        return data
+    return to_js(data)
 
 
 class _Run:
@@ -334,19 +342,47 @@ class _Run:
         self.calls = 0
         self.finished = False
         self.pending: dict[int, tuple[asyncio.Future[Any], str]] = {}
-        self.lines: list[str] = []
-        self.line_chars = 0
+        self.loop = asyncio.get_event_loop()
         self.writer = _LogWriter(self)
+        # Call frames wait here until the program yields, then leave in one
+        # write: a burst of concurrent calls reaches the host at once.
+        self.outbox = bytearray()
 
     def send(self, frame: dict[str, Any]) -> None:
+        self.send_text(dumps(frame))
+
+    def send_text(self, data: str) -> None:
+        self.flush()
         if not self.finished:
-            self._send(dumps(frame))
+            self._send(data)
+
+    def flush(self) -> None:
+        if self.outbox and not self.finished:
+            batch = bytes(self.outbox)
+            self.outbox.clear()
+            self._send(_to_js(batch))
+
+    def queue(self, data: bytes) -> None:
+        if not self.outbox:
+            self.loop.call_soon(self.flush)
+        self.outbox += len(data).to_bytes(4, "big")
+        self.outbox += data
 
     def finish(self, frame: dict[str, Any]) -> None:
         """Send the final frame; the host kills the worker when it reads it."""
-        self.flush_logs()
+        if frame["type"] == "error":
+            frame["message"] = self.clip(frame["message"])
         self.send(frame)
         self.finished = True
+
+    def clip(self, message: str) -> str:
+        limit = min(_MAX_MESSAGE_CHARS, self.max_message // 8)
+        if len(message) > limit:
+            # Keep the head and the tail: the tail holds the exception line.
+            head, tail = limit // 4, limit - limit // 4
+            omitted = len(message) - head - tail
+            message = f"{message[:head]}\n... [{omitted} characters omitted] ...\n{message[-tail:]}"
+        return message.encode("utf-8", "backslashreplace").decode("utf-8")
 
     def fail(self, kind: str, message: str) -> NoReturn:
         self.writer.drain()
@@ -359,23 +395,12 @@ class _Run:
             self.fail("output_limit", f"the program's output exceeded {self.max_output} bytes")
 
     def log(self, text: str) -> None:
-        # The host's frame limit is in bytes; 4 bytes per character bounds UTF-8.
-        step = max(1, self.max_message // 8)
-        if len(text) > step:
-            for start in range(0, len(text), step):
-                self.log(text[start : start + step])
-            return
-        if self.line_chars + len(text) > min(_LOG_BATCH_CHARS, step):
-            self.flush_logs()
-        self.lines.append(text)
-        self.line_chars += len(text) + 1
-
-    def flush_logs(self) -> None:
-        if self.lines:
-            text = "\n".join(self.lines)
-            self.lines.clear()
-            self.line_chars = 0
-            self.send({"type": "log", "text": text.encode("utf-8", "backslashreplace").decode()})
+        # One frame per write, like the CPython worker: a line printed just
+        # before a busy loop or a crash still reaches the host.
+        step = max(1, self.max_message // 8)  # 4 bytes per character bound UTF-8
+        for start in range(0, len(text), step) if len(text) > step else (0,):
+            chunk = text[start : start + step]
+            self.send({"type": "log", "text": chunk.encode("utf-8", "backslashreplace").decode()})
 
     def call(self, name: str, args: Any) -> asyncio.Future[Any]:
         try:
@@ -387,16 +412,14 @@ class _Run:
             raise TypeError(f"arguments of tool {name!r} are not JSON: {exc}") from None
         if call_id > self.max_calls:
             self.fail("tool_call_limit", f"the program made more than {self.max_calls} tool calls")
-        size = len(data.encode())
-        if size > self.max_message:
+        encoded = data.encode()
+        if len(encoded) > self.max_message:
             raise ToolCallError(
-                name, f"arguments are {size} bytes, over the limit of {self.max_message}"
+                name, f"arguments are {len(encoded)} bytes, over the limit of {self.max_message}"
             )
-        future: asyncio.Future[Any] = asyncio.get_event_loop().create_future()
+        future: asyncio.Future[Any] = self.loop.create_future()
         self.pending[call_id] = (future, name)
-        self.writer.drain()
-        if not self.finished:
-            self._send(data)
+        self.queue(encoded)
         return future
 
     def answer(self, frame: dict[str, Any]) -> None:
@@ -426,7 +449,7 @@ class _Run:
             message = f"the program's result ({size} bytes) exceeds the output limit"
             self.finish({"type": "error", "kind": "output_limit", "message": message})
             return
-        self._send(data)
+        self.send_text(data)
         self.finished = True
 
 
@@ -517,7 +540,7 @@ class _ReadyQueue:
     """
 
     def __init__(self, loop: Any, schedule: Callable[[object, int], object]) -> None:
-        from pyodide.ffi import create_proxy  # type: ignore[import-not-found]
+        from pyodide.ffi import create_proxy  # type: ignore[import-not-found, unused-ignore]
 
         self._loop = loop
         self._schedule = schedule
@@ -555,11 +578,44 @@ class _ReadyQueue:
 
 def _install_ready_queue(schedule: Any) -> None:
     loop = asyncio.get_event_loop()
-    if not all(hasattr(loop, name) for name in ("_install_running_loop", "_install_asyncgen_hooks")):
+    if not all(
+        hasattr(loop, name) for name in ("_install_running_loop", "_install_asyncgen_hooks")
+    ):
         return  # not the WebLoop this was written for: keep the stock one
     queue = _ReadyQueue(loop, schedule)
-    loop.call_soon = queue.call_soon
-    loop.call_soon_threadsafe = queue.call_soon
+    loop.call_soon = queue.call_soon  # type: ignore[method-assign]
+    loop.call_soon_threadsafe = queue.call_soon  # type: ignore[method-assign]
+
+
+_WARM_UP_PROGRAM = """
+total = 0
+for index in range(40):
+    total += index * 2
+names = sorted(str(index) for index in range(10))
+return {"total": total, "names": names, "nested": [{"a": 1.5, "b": None, "c": True}]}
+"""
+
+
+def warm_up() -> None:
+    """Run the hot paths of a run once, leaving no state, so V8 tiers them up.
+
+    A spare calls this in short slices while it waits for its run: a fresh
+    instance otherwise runs its first program on baseline-compiled wasm.
+    """
+    namespace: dict[str, Any] = {"__builtins__": builtins, _NOTHING_NAME: _NOTHING}
+    exec(compile_program(_WARM_UP_PROGRAM), namespace)
+    coroutine = namespace["<module>"]()
+    try:
+        coroutine.send(None)
+    except StopIteration as stop:
+        value = stop.value
+    else:  # pragma: no cover - the program above never awaits
+        coroutine.close()
+        return
+    check_json(value)
+    json.loads(dumps({"type": "done", "result": value}))
+    future: asyncio.Future[Any] = asyncio.get_event_loop().create_future()
+    future.set_result(value)
 
 
 def attach(send: Send, layers: str, schedule: object = None) -> Callable[[str], None]:

@@ -47,9 +47,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module", params=_BACKENDS)
 async def runtime(request: pytest.FixtureRequest) -> AsyncIterator[Runtime]:
-    if "pyodide" in request.node.keywords and "pyodide" not in str(
-        request.config.getoption("-m")
-    ):
+    if "pyodide" in request.node.keywords and "pyodide" not in str(request.config.getoption("-m")):
         pytest.skip("Pyodide conformance runs with -m pyodide")
     factory: Callable[[], Runtime] = request.param
     async with factory() as backend:
@@ -240,7 +238,11 @@ async def test_tool_call_round_trip(runtime: Runtime) -> None:
     )
     assert outcome.ok, outcome.message
     assert outcome.result == [{"q": "x", "n": [1, 2]}, {"q": "kw"}, "mine"]
-    assert tools.calls == [("echo", {"q": "x", "n": [1, 2]}), ("echo", {"q": "kw"}), ("my-tool", {})]
+    assert tools.calls == [
+        ("echo", {"q": "x", "n": [1, 2]}),
+        ("echo", {"q": "kw"}),
+        ("my-tool", {}),
+    ]
     assert outcome.tool_calls == 3
 
 
@@ -342,9 +344,7 @@ async def test_wall_clock_covers_tool_calls(runtime: Runtime) -> None:
 
 
 async def test_cpu_limit(runtime: Runtime) -> None:
-    outcome = await run(
-        runtime, "while True:\n    pass", limits=Limits(cpu_seconds=1, timeout=20)
-    )
+    outcome = await run(runtime, "while True:\n    pass", limits=Limits(cpu_seconds=1, timeout=20))
     assert outcome.kind == "timeout", outcome.message
     assert "CPU" in outcome.message
 
@@ -464,3 +464,16 @@ async def test_concurrent_runs(runtime: Runtime) -> None:
         for index in range(6):
             tg.start_soon(one, index)
     assert results == {index: index for index in range(6)}
+
+
+async def test_huge_failure_message_is_bounded(runtime: Runtime) -> None:
+    outcome = await run(runtime, "raise ValueError('v' * 1_000_000)")
+    assert outcome.kind == "exception", outcome.message
+    assert "ValueError" in outcome.message
+    assert len(outcome.message) < 100_000
+
+
+async def test_unencodable_text_is_escaped_in_logs(runtime: Runtime) -> None:
+    outcome = await run(runtime, "print('a\\ud800b')\nreturn 1")
+    assert outcome.ok, outcome.message
+    assert outcome.logs == ["a\\ud800b"]

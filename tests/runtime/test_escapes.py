@@ -346,6 +346,20 @@ PROGRAMS = [
     hostile("kill-host", "import os\nos.kill(@HOST_PID@, 9)\nreturn 'ESCAPED'"),
     hostile("kill-bystander", "import os\nos.kill(@BYSTANDER@, 9)\nreturn 'ESCAPED'"),
     hostile("kill-everyone", "import os\nos.kill(-1, 9)\nreturn 'ESCAPED'"),
+    hostile(
+        "kill-zygote-and-host-children",
+        """
+        import os
+        for pid in [@HOST_CHILDREN@]:
+            for sig in (9, 15, 19):
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
+        return 'tried'
+        """,
+        None,
+    ),
     hostile("kill-parent-and-group", "import os\nos.kill(0, 9)\nos.kill(os.getppid(), 9)"),
     hostile("kill-host-group", "import os\nos.killpg(os.getpgid(@HOST_PID@), 9)\nreturn 'ESCAPED'"),
     hostile(
@@ -581,6 +595,27 @@ def outcome_text(outcome: RunOutcome) -> str:
     return "\n".join([outcome.message, *outcome.logs, repr(outcome.result)])
 
 
+def child_processes(root: int) -> list[int]:
+    children = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as stat:
+                    if int(stat.read().rsplit(b")", 1)[1].split()[1]) == root:
+                        children.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    return children
+
+
+def process_state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0].decode()
+    except FileNotFoundError:
+        return "gone"
+
+
 def worker_processes(root: int) -> list[int]:
     """Processes two or more generations below ``root``: workers, never the zygote."""
     parents: dict[int, int] = {}
@@ -668,7 +703,8 @@ async def runtime(
     request: pytest.FixtureRequest, host: dict[str, Any]
 ) -> AsyncIterator[SubprocessRuntime]:
     options: dict[str, Any] = MODES[request.param]
-    async with SubprocessRuntime(limits=LIMITS, spares=0, **options) as instance:
+    instance = SubprocessRuntime(limits=LIMITS, spares=0, **options)
+    async with instance:
         yield instance
 
 
@@ -708,9 +744,15 @@ async def test_hostile_program_fails_safely(
     runtime: SubprocessRuntime, host: dict[str, Any], program: Hostile
 ) -> None:
     toolbox = ToolBox()
-    code = substitute(program.code, host["values"])
-    outcome = await runtime.run(code, tool_names=["echo"], call_tool=toolbox)
+    await runtime.run("return 1", tool_names=[], call_tool=toolbox)  # the zygote is up
+    children = child_processes(os.getpid())  # the zygote, the bystander
+    values = {**host["values"], "HOST_CHILDREN": ", ".join(map(str, children))}
+    outcome = await runtime.run(
+        substitute(program.code, values), tool_names=["echo"], call_tool=toolbox
+    )
     assert_host_unharmed(host, outcome, toolbox)
+    for pid in children:
+        assert process_state(pid) in ("R", "S", "D"), f"host child {pid} was stopped or killed"
     if program.kinds:
         allowed = program.kinds | {"exception", "syntax"}  # the allow-list or RestrictedPython
         assert outcome.kind in allowed, (outcome.kind, outcome.message[:500])
@@ -729,6 +771,41 @@ async def test_forged_frames_never_reach_tools(runtime: SubprocessRuntime) -> No
     outcome = await runtime.run(code, tool_names=["echo"], call_tool=toolbox)
     assert toolbox.calls == []
     assert outcome.kind in (None, "exception", "syntax")
+
+
+BENIGN = """
+import json
+from dataclasses import dataclass
+
+@dataclass
+class Item:
+    name: str
+
+async def numbers():
+    for i in range(3):
+        yield i
+
+class Counter:
+    def __init__(self):
+        self.total = 0
+
+counter = Counter()
+async for n in numbers():
+    counter.total = counter.total + n
+echoed = await tools.echo({"items": [Item("a").name]})
+print("total", counter.total)
+return json.dumps({"total": counter.total, "echoed": echoed})
+"""
+
+
+async def test_benign_program_works_in_every_mode(runtime: SubprocessRuntime) -> None:
+    # Keeps the hostile runs honest: a mode that broke every program would
+    # "stop" every attack too.
+    toolbox = ToolBox()
+    outcome = await runtime.run(BENIGN, tool_names=["echo"], call_tool=toolbox)
+    assert outcome.ok, outcome.message
+    assert orjson.loads(outcome.result) == {"total": 3, "echoed": {"items": ["a"]}}
+    assert outcome.logs == ["total 3"]
 
 
 def test_the_suite_is_big_enough() -> None:

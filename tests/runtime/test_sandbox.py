@@ -114,7 +114,7 @@ def run_sandboxed(
     **config: Any,
 ) -> Sandboxed:
     """Fork; the child enters the sandbox, runs ``body`` and reports its dict as JSON."""
-    workdir = config.pop("workdir", None) or tempfile.mkdtemp(prefix="ptc-sandbox-test-")
+    workdir = config.pop("workdir")
     settings = {"memory_bytes": 512 * MiB, "cpu_seconds": 10.0, "max_file_bytes": MiB, **config}
     read_fd, write_fd = os.pipe()
     pid = os.fork()
@@ -216,9 +216,9 @@ def test_every_layer_is_reported_in_order(workdir: str) -> None:
         assert status.protects == PROTECTS[status.name]
 
 
-def test_probe_layers_matches_a_real_worker(machine: dict[str, LayerStatus]) -> None:
+def test_probe_layers_matches_a_real_worker(machine: dict[str, LayerStatus], workdir: str) -> None:
     assert set(machine) == set(ALL_LAYERS)
-    outcome = run_sandboxed(lambda: {})
+    outcome = run_sandboxed(lambda: {}, workdir=workdir)
     assert {name: s.active for name, s in outcome.layers.items()} == {
         name: s.active for name, s in machine.items()
     }
@@ -270,6 +270,81 @@ def test_without_strict_a_missing_layer_is_reported_and_the_rest_holds(workdir: 
     assert "disabled at boot" in outcome.layers["landlock"].detail
     assert outcome.layers["seccomp"].active
     assert blocked(outcome.results["passwd"])
+
+
+def _become_nobody() -> None:
+    if os.geteuid() == 0:  # as a non-root user the whole suite already runs this way
+        os.setgroups([])
+        os.setresgid(65534, 65534, 65534)
+        os.setresuid(65534, 65534, 65534)
+
+
+@pytest.mark.parametrize("namespaces", [True, False], ids=["namespaces", "no-namespaces"])
+def test_unprivileged_caller_gets_the_same_protection(namespaces: bool) -> None:
+    workdir = tempfile.mkdtemp(prefix="ptc-sandbox-test-")
+    try:
+        if os.geteuid() == 0:
+            os.chown(workdir, 65534, 65534)
+
+        def body() -> dict[str, Any]:
+            return {
+                "passwd": attempt(lambda: read_text("/etc/passwd")),
+                "socket": attempt(socket.socket),
+                "fork": attempt(os.fork),
+                "write": attempt(lambda: write_text("inside")),
+            }
+
+        outcome = run_sandboxed(body, workdir=workdir, namespaces=namespaces, before=_become_nobody)
+        layers = outcome.layers
+        if namespaces:
+            assert layers["user-namespace"].active, layers["user-namespace"].detail
+            assert "self-mapping" in layers["user-namespace"].detail
+            assert layers["mount-namespace"].active, layers["mount-namespace"].detail
+        assert layers["privileges"].active, layers["privileges"].detail
+        assert layers["landlock"].active and layers["seccomp"].active
+        results = outcome.results
+        assert blocked(results["passwd"]) and blocked(results["socket"])
+        assert blocked(results["fork"])
+        assert results["write"] == "ok: 1"
+    finally:
+        for name in os.listdir(workdir):
+            os.unlink(os.path.join(workdir, name))
+        os.rmdir(workdir)
+
+
+def _fail_fork_after(successes: int) -> Callable[[], None]:
+    def install() -> None:
+        real_fork = os.fork
+        left = [successes]
+
+        def fork() -> int:
+            if left[0] <= 0:
+                raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+            left[0] -= 1
+            return real_fork()
+
+        os.fork = fork
+
+    return install
+
+
+@pytest.mark.parametrize("successes", [0, 1], ids=["helper-fork-fails", "pid-one-fork-fails"])
+def test_failed_internal_fork_degrades_and_reports(successes: int, workdir: str) -> None:
+    if successes == 1 and os.geteuid() != 0:
+        successes = 0  # without root there is no id-map helper, only the PID 1 fork
+    outcome = run_sandboxed(
+        lambda: {"passwd": attempt(lambda: read_text("/etc/passwd")), "pid": os.getpid()},
+        workdir=workdir,
+        before=_fail_fork_after(successes),
+    )
+    layers = outcome.layers
+    assert not layers["pid-namespace"].active
+    assert "fork" in layers["pid-namespace"].detail
+    assert layers["user-namespace"].active == bool(successes)
+    assert layers["mount-namespace"].active == bool(successes)
+    assert layers["landlock"].active and layers["seccomp"].active
+    assert blocked(outcome.results["passwd"])
+    assert outcome.results["pid"] != 1
 
 
 # --------------------------------------------------------------------------- environment
@@ -347,6 +422,17 @@ def test_host_files_are_out_of_reach(switches: str, workdir: str, outside_dir: s
     assert blocked(results["proc environ"])
     assert not os.path.exists(target)
     assert os.path.exists(os.path.join(workdir, "inside.txt"))
+
+
+def test_host_mount_table_is_untouched(workdir: str) -> None:
+    def mounts() -> list[str]:
+        with open("/proc/self/mountinfo") as handle:
+            return sorted(" ".join(line.split()[3:5]) for line in handle)
+
+    before = mounts()
+    outcome = run_sandboxed(lambda: {"cwd": os.getcwd()}, workdir=workdir)
+    assert outcome.results == {"cwd": _namespaces.SANDBOX_WORKDIR}
+    assert mounts() == before
 
 
 def test_workdir_files_belong_to_an_unprivileged_host_id(workdir: str) -> None:
@@ -458,7 +544,12 @@ def test_channel_socket_keeps_working(workdir: str) -> None:
 
     with host, worker:
         host.settimeout(10)
-        thread = threading.Thread(target=lambda: (host.recv(4), host.sendall(b"pong")))
+
+        def answer() -> None:
+            host.recv(4)
+            host.sendall(b"pong")
+
+        thread = threading.Thread(target=answer)
         thread.start()
         results = run_sandboxed(body, workdir=workdir, extra_fds=(worker.fileno(),)).results
         thread.join(10)
@@ -572,7 +663,9 @@ def test_privileges_are_gone(workdir: str) -> None:
 def test_rlimits_are_in_place(workdir: str) -> None:
     def body() -> dict[str, Any]:
         names = ("AS", "CPU", "FSIZE", "NOFILE", "CORE", "NPROC")
-        limits = {name: resource.getrlimit(getattr(resource, f"RLIMIT_{name}")) for name in names}
+        limits: dict[str, Any] = {
+            name: resource.getrlimit(getattr(resource, f"RLIMIT_{name}")) for name in names
+        }
         limits["raise"] = attempt(
             lambda: resource.setrlimit(resource.RLIMIT_AS, (1 << 40, 1 << 40))
         )
@@ -582,7 +675,7 @@ def test_rlimits_are_in_place(workdir: str) -> None:
         body, workdir=workdir, memory_bytes=300 * MiB, cpu_seconds=2.5, max_file_bytes=4096
     ).results
     assert results["AS"] == [300 * MiB, 300 * MiB]
-    assert results["CPU"] == [3, 3]
+    assert results["CPU"] == [3, 3]  # PID 1 of its namespace: soft = hard
     assert results["FSIZE"] == [4096, 4096]
     assert results["NOFILE"] == [64, 64]
     assert results["CORE"] == [0, 0]
@@ -610,14 +703,15 @@ def test_file_size_limit(workdir: str) -> None:
     assert os.path.getsize(os.path.join(workdir, "big")) <= 4096
 
 
-def test_cpu_bomb_is_killed_and_reported_as_sigxcpu(workdir: str) -> None:
+@pytest.mark.parametrize("namespaces", [True, False], ids=["pid-1", "no-namespaces"])
+def test_cpu_bomb_is_killed_and_reported_as_sigxcpu(namespaces: bool, workdir: str) -> None:
     def body() -> dict[str, Any]:
         while True:
             pass
 
     started = time.monotonic()
-    outcome = run_sandboxed(body, workdir=workdir, cpu_seconds=1)
-    assert outcome.signal in (signal.SIGXCPU, signal.SIGKILL)
+    outcome = run_sandboxed(body, workdir=workdir, cpu_seconds=1, namespaces=namespaces)
+    assert outcome.signal == signal.SIGXCPU
     assert time.monotonic() - started < 20
 
 
@@ -695,7 +789,7 @@ def run_filter(program: bytes, arch: int, nr: int, *args: int) -> int:
         elif code == 0x35:
             pc += 1 + (jt if accumulator >= k else jf)
         elif code == 0x06:
-            return k
+            return int(k)
         else:  # pragma: no cover - the assembler emits nothing else
             raise AssertionError(f"unexpected BPF opcode {code:#x}")
 
@@ -906,11 +1000,17 @@ def test_default_allow_list_is_safe_and_importable() -> None:
 # --------------------------------------------------------------------------- RestrictedPython
 
 
+def program_function(namespace: dict[str, object]) -> Callable[[], Any]:
+    function = namespace[PROGRAM_FUNCTION]
+    assert callable(function)
+    return function
+
+
 def run_restricted(source: str, **base: Any) -> Any:
     code = compile_restricted_program(source)
     namespace = restricted_globals({"__ptc_nothing__": None, **base})
     exec(code, namespace)
-    return asyncio.run(namespace[PROGRAM_FUNCTION]())
+    return asyncio.run(program_function(namespace)())
 
 
 def test_restricted_async_program_runs() -> None:
@@ -966,7 +1066,7 @@ def test_restricted_bare_and_missing_return_yield_the_sentinel() -> None:
         code = compile_restricted_program(source)
         namespace = restricted_globals({"__ptc_nothing__": sentinel})
         exec(code, namespace)
-        assert asyncio.run(namespace[PROGRAM_FUNCTION]()) is sentinel
+        assert asyncio.run(program_function(namespace)()) is sentinel
 
 
 def test_restricted_code_has_the_bootstraps_shape() -> None:
@@ -974,7 +1074,8 @@ def test_restricted_code_has_the_bootstraps_shape() -> None:
     exec(compile_program("return 41 + 1"), plain)
     restricted = restricted_globals({"__ptc_nothing__": None})
     exec(compile_restricted_program("return 41 + 1"), restricted)
-    assert asyncio.run(plain[PROGRAM_FUNCTION]()) == asyncio.run(restricted[PROGRAM_FUNCTION]())
+    expected = asyncio.run(program_function(plain)())
+    assert asyncio.run(program_function(restricted)()) == expected == 42
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,136 @@
+"""The subprocess runtime's speed, side by side with a plain ``python -c`` subprocess.
+
+Run by hand: ``python tests/benchmarks/bench_runtime.py [--layers on|off] [--rounds N]``.
+Prints medians:
+
+(a) hand-off to result for ``return 1`` with a warm pool (target < 1 ms), and
+    the same back to back (the pool refilling while runs go on);
+(b) the same with a cold zygote (a new runtime, its first run);
+(c) one tool-call round trip inside a run (target < 150 µs);
+(d) 10,000 sequential tool calls in one run, as calls/s;
+(e) 100 concurrent tool calls that each sleep 50 ms (target < 60 ms wall);
+and, for scale, ``python -c pass`` and ``python -I -S -c pass`` as subprocesses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+import anyio
+
+from runtime import Limits, SubprocessRuntime, ToolAnswer
+
+
+async def _echo(name: str, args: Any) -> ToolAnswer:
+    return ToolAnswer.success(args)
+
+
+async def _sleepy(name: str, args: Any) -> ToolAnswer:
+    await anyio.sleep(0.05)
+    return ToolAnswer.success(args)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:8.3f} ms"
+
+
+async def bench_warm(rt: SubprocessRuntime, rounds: int, pause: float) -> float:
+    samples = []
+    for _ in range(rounds):
+        await anyio.sleep(pause)  # let the pool refill: each run takes a ready spare
+        started = time.perf_counter()
+        outcome = await rt.run("return 1", tool_names=[], call_tool=_echo)
+        samples.append(time.perf_counter() - started)
+        assert outcome.result == 1, outcome
+    return statistics.median(samples)
+
+
+async def bench_cold(layers: Any, rounds: int) -> float:
+    samples = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        async with SubprocessRuntime(layers=layers) as rt:
+            outcome = await rt.run("return 1", tool_names=[], call_tool=_echo)
+            samples.append(time.perf_counter() - started)
+        assert outcome.result == 1, outcome
+    return statistics.median(samples)
+
+
+async def bench_round_trip(rt: SubprocessRuntime, calls: int) -> tuple[float, float]:
+    stamps: list[float] = []
+
+    async def stamp(name: str, args: Any) -> ToolAnswer:
+        stamps.append(time.perf_counter())
+        return ToolAnswer.success(1)
+
+    code = f"n = 0\nfor i in range({calls}):\n    n += await tools.t()\nreturn n"
+    started = time.perf_counter()
+    outcome = await rt.run(code, tool_names=["t"], call_tool=stamp)
+    elapsed = time.perf_counter() - started
+    assert outcome.result == calls, outcome
+    gaps = [b - a for a, b in itertools.pairwise(stamps)]
+    return statistics.median(gaps), calls / elapsed
+
+
+async def bench_concurrent(rt: SubprocessRuntime, rounds: int) -> float:
+    code = (
+        "import asyncio\n"
+        "r = await asyncio.gather(*[tools.s({'i': i}) for i in range(100)])\n"
+        "return len(r)"
+    )
+    samples = []
+    for _ in range(rounds):
+        await anyio.sleep(0.05)
+        started = time.perf_counter()
+        outcome = await rt.run(code, tool_names=["s"], call_tool=_sleepy)
+        samples.append(time.perf_counter() - started)
+        assert outcome.result == 100, outcome
+    return statistics.median(samples)
+
+
+def bench_plain_python(args: list[str], rounds: int) -> float:
+    samples = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, *args], check=True, env={})
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+async def main(layers_on: bool, rounds: int) -> None:
+    layers = None if layers_on else ()
+    print(f"layers: {'on' if layers_on else 'off'}; {os.cpu_count()} CPUs; load {os.getloadavg()}")
+    plain = bench_plain_python(["-c", "pass"], rounds)
+    isolated = bench_plain_python(["-I", "-S", "-c", "pass"], rounds)
+    async with SubprocessRuntime(layers=layers, limits=Limits(timeout=120)) as rt:
+        await rt.start()
+        await anyio.sleep(0.5)
+        warm = await bench_warm(rt, rounds * 5, pause=0.05)
+        back_to_back = await bench_warm(rt, rounds * 5, pause=0)
+        round_trip, _ = await bench_round_trip(rt, 2_000)
+        _, calls_per_second = await bench_round_trip(rt, 10_000)
+        concurrent = await bench_concurrent(rt, rounds)
+    cold = await bench_cold(layers, max(3, rounds // 2))
+    print(f"(a) warm pool, 'return 1'              {_ms(warm)}   (target < 1 ms)")
+    print(f"    back to back, 'return 1'           {_ms(back_to_back)}")
+    print(f"(b) cold zygote, first 'return 1'      {_ms(cold)}")
+    print(f"(c) one tool-call round trip           {_ms(round_trip)}   (target < 0.150 ms)")
+    print(f"(d) 10,000 sequential tool calls       {calls_per_second:8.0f} calls/s")
+    print(f"(e) 100 concurrent 50 ms tool calls    {_ms(concurrent)}   (target < 60 ms)")
+    print(f"    python -c pass (subprocess)        {_ms(plain)}")
+    print(f"    python -I -S -c pass (subprocess)  {_ms(isolated)}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", choices=["on", "off"], default="on")
+    parser.add_argument("--rounds", type=int, default=20)
+    options = parser.parse_args()
+    anyio.run(main, options.layers == "on", options.rounds)

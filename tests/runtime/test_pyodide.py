@@ -1,0 +1,493 @@
+"""The Pyodide runtime's own parts: the installer, asset lookup, the Deno command
+line, the warm pool and limits handling. The shared behaviour is in
+``test_conformance.py``; the escape attempts in ``test_pyodide_escapes.py``.
+
+Installer tests use a tarball made here and a registry served on loopback.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import http.server
+import io
+import json
+import os
+import tarfile
+import threading
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime import Limits, RuntimeUnavailableError, ToolAnswer, get_runtime
+from runtime import _install as install_module
+from runtime._pyodide_assets import (
+    ASSET_FILES,
+    INSTALL_COMMAND,
+    PYODIDE_VERSION,
+    PyodideNotInstalledError,
+    asset_dir,
+    cache_root,
+    locate_pyodide,
+    pyodide_status,
+    snapshot_path,
+)
+from runtime._pyodide_worker import WorkerProfile, deno_command
+from runtime.testing import ToolBox
+
+MiB = 1024 * 1024
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def make_tarball(extra: dict[str, bytes] | None = None, *, skip: str = "") -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        members = {f"package/{name}": f"fake {name}".encode() for name in ASSET_FILES}
+        members.pop(f"package/{skip}", None)
+        members.update(extra or {})
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def integrity(data: bytes) -> str:
+    return "sha512-" + base64.b64encode(hashlib.sha512(data).digest()).decode()
+
+
+@contextlib.contextmanager
+def registry(tarball: bytes, *, metadata_integrity: str | None = None) -> Iterator[str]:
+    """A one-package npm registry on 127.0.0.1; yields its base URL."""
+    requests: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            requests.append(self.path)
+            base = f"http://127.0.0.1:{self.server.server_address[1]}"
+            if self.path == f"/pyodide/{PYODIDE_VERSION}":
+                body = json.dumps(
+                    {
+                        "dist": {
+                            "integrity": metadata_integrity or integrity(tarball),
+                            "tarball": f"{base}/pyodide/-/pyodide-{PYODIDE_VERSION}.tgz",
+                        }
+                    }
+                ).encode()
+            elif self.path == f"/pyodide/-/pyodide-{PYODIDE_VERSION}.tgz":
+                body = tarball
+            else:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@pytest.fixture
+def fake_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """Point the installer at a loopback registry serving a fake, pinned tarball."""
+
+    @contextlib.contextmanager
+    def serve(tarball: bytes, **options: Any) -> Iterator[str]:
+        monkeypatch.setattr(install_module, "PYODIDE_INTEGRITY", integrity(tarball))
+        with registry(tarball, **options) as url:
+            monkeypatch.setenv("NPM_CONFIG_REGISTRY", url)
+            yield url
+
+    yield serve
+
+
+# --------------------------------------------------------------------------- installer
+
+
+def test_assets_are_fetched_verified_and_unpacked(tmp_path: Path, fake_registry: Any) -> None:
+    tarball = make_tarball({"package/console.html": b"<html>", "package/README.md": b"x"})
+    target = asset_dir(tmp_path)
+    with fake_registry(tarball):
+        install_module._install_assets(target, lambda line: None)
+    assert sorted(path.name for path in target.iterdir()) == sorted(ASSET_FILES)
+    assert (target / "pyodide.mjs").read_bytes() == b"fake pyodide.mjs"
+    assert target == tmp_path / "pyodide" / PYODIDE_VERSION
+    assert not list(target.parent.glob(".install-*"))
+
+
+def test_a_tarball_that_does_not_match_the_pin_is_refused(
+    tmp_path: Path, fake_registry: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tarball = make_tarball()
+    with fake_registry(tarball):
+        monkeypatch.setattr(install_module, "PYODIDE_INTEGRITY", integrity(b"other"))
+        with pytest.raises(install_module.InstallError, match="integrity"):
+            install_module._install_assets(asset_dir(tmp_path), lambda line: None)
+    assert not asset_dir(tmp_path).exists()
+
+
+def test_a_tampered_tarball_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tarball = make_tarball()
+    monkeypatch.setattr(install_module, "PYODIDE_INTEGRITY", integrity(tarball))
+    # Metadata and pin agree; the bytes served do not.
+    with registry(tarball + b"tampered", metadata_integrity=integrity(tarball)) as url:
+        monkeypatch.setenv("NPM_CONFIG_REGISTRY", url)
+        with pytest.raises(install_module.InstallError, match="verifying"):
+            install_module._install_assets(asset_dir(tmp_path), lambda line: None)
+    assert not asset_dir(tmp_path).exists()
+
+
+@pytest.mark.parametrize(
+    "member",
+    [
+        pytest.param("package/../../escaped.txt", id="path-traversal"),
+        pytest.param("/etc/absolute.txt", id="absolute"),
+    ],
+)
+def test_only_the_listed_plain_files_are_unpacked(
+    tmp_path: Path, fake_registry: Any, member: str
+) -> None:
+    tarball = make_tarball({member: b"evil"})
+    with fake_registry(tarball):
+        install_module._install_assets(asset_dir(tmp_path / "cache"), lambda line: None)
+    assert not (tmp_path / "escaped.txt").exists()
+    assert sorted(p.name for p in asset_dir(tmp_path / "cache").iterdir()) == sorted(ASSET_FILES)
+
+
+def test_a_symlink_in_place_of_an_asset_is_refused(tmp_path: Path, fake_registry: Any) -> None:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for name in ASSET_FILES:
+            info = tarfile.TarInfo(f"package/{name}")
+            if name == "pyodide.mjs":
+                info.type = tarfile.SYMTYPE
+                info.linkname = "/etc/passwd"
+                archive.addfile(info)
+            else:
+                info.size = 1
+                archive.addfile(info, io.BytesIO(b"x"))
+    with (
+        fake_registry(buffer.getvalue()),
+        pytest.raises(install_module.InstallError, match="plain"),
+    ):
+        install_module._install_assets(asset_dir(tmp_path), lambda line: None)
+
+
+def test_a_tarball_missing_an_asset_is_refused(tmp_path: Path, fake_registry: Any) -> None:
+    with (
+        fake_registry(make_tarball(skip="python_stdlib.zip")),
+        pytest.raises(install_module.InstallError, match=r"python_stdlib\.zip"),
+    ):
+        install_module._install_assets(asset_dir(tmp_path), lambda line: None)
+
+
+def test_a_tarball_url_off_the_registry_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tarball = make_tarball()
+    with registry(tarball) as url:
+        monkeypatch.setattr(install_module, "PYODIDE_INTEGRITY", integrity(tarball))
+        monkeypatch.setenv("NPM_CONFIG_REGISTRY", url.replace("127.0.0.1", "localhost"))
+        with pytest.raises(install_module.InstallError, match="tarball URL"):
+            install_module._fetch_with_urllib()
+
+
+def test_install_is_idempotent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = asset_dir(tmp_path)
+    target.mkdir(parents=True)
+    for name in ASSET_FILES:
+        (target / name).write_bytes(b"present")
+    snapshot_path(target).write_bytes(b"snapshot")
+
+    def no_network(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("an installed runtime must not be downloaded again")
+
+    monkeypatch.setattr(install_module, "_install_assets", no_network)
+    monkeypatch.setattr(install_module, "build_snapshot", no_network)
+    lines: list[str] = []
+    assert install_module.install_pyodide(tmp_path, say=lines.append) == target
+    assert any("present" in line for line in lines)
+
+
+def test_install_builds_a_missing_snapshot_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = asset_dir(tmp_path)
+    target.mkdir(parents=True)
+    for name in ASSET_FILES:
+        (target / name).write_bytes(b"present")
+    built: list[Path] = []
+    monkeypatch.setattr(
+        install_module, "build_snapshot", lambda deno, assets, deno_dir: built.append(assets)
+    )
+    install_module.install_pyodide(tmp_path)
+    assert built == [target]
+
+
+def test_main_reports_usage_and_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert install_module.main(["numpy"]) == 2
+    monkeypatch.setenv("PTC_DENO", str(tmp_path / "no-deno"))
+    assert install_module.main(["pyodide"]) == 1
+    assert "pip install 'ptc-runner[pyodide]'" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- lookup
+
+
+def test_cache_root_honours_ptc_cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PTC_CACHE_DIR", str(tmp_path))
+    assert cache_root() == tmp_path.resolve()
+    assert asset_dir() == tmp_path.resolve() / "pyodide" / PYODIDE_VERSION
+
+
+def test_missing_assets_name_the_install_command(tmp_path: Path) -> None:
+    with pytest.raises(PyodideNotInstalledError) as caught:
+        locate_pyodide(tmp_path)
+    assert isinstance(caught.value, RuntimeUnavailableError)
+    assert INSTALL_COMMAND in str(caught.value)
+    from runtime._pyodide import PyodideRuntime
+
+    with pytest.raises(RuntimeUnavailableError, match="ptc runtime install pyodide"):
+        PyodideRuntime(cache_dir=tmp_path)
+
+
+def test_missing_deno_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PTC_DENO", str(tmp_path / "missing"))
+    with pytest.raises(PyodideNotInstalledError, match=r"ptc-runner\[pyodide\]"):
+        locate_pyodide(tmp_path)
+
+
+def test_status_of_an_empty_cache(tmp_path: Path) -> None:
+    status = pyodide_status(tmp_path)
+    assert status["usable"] == "no"
+    assert status["pyodide"] == "missing"
+    assert INSTALL_COMMAND in status["fix"]
+
+
+def test_snapshot_name_follows_the_worker_sources(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runtime import _pyodide_assets
+    from runtime._pyodide_assets import WORKER_DIR
+
+    copy = tmp_path / "pyodide"
+    copy.mkdir()
+    for name in ("worker.js", "bootstrap.py"):
+        (copy / name).write_bytes((WORKER_DIR / name).read_bytes())
+    monkeypatch.setattr(_pyodide_assets, "WORKER_DIR", copy)
+    before = snapshot_path(tmp_path)
+    (copy / "bootstrap.py").write_text("# changed\n")
+    assert snapshot_path(tmp_path) != before
+    assert before.name.startswith("snapshot-") and before.suffix == ".bin"
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def test_the_deno_command_grants_nothing_but_reading_the_assets(tmp_path: Path) -> None:
+    from runtime._pyodide_assets import WORKER_DIR, PyodideInstall
+
+    install = PyodideInstall(
+        deno=Path("/opt/deno"),
+        assets=tmp_path / "assets",
+        snapshot=tmp_path / "assets" / "snapshot-x.bin",
+        deno_dir=tmp_path / "deno",
+    )
+    command = deno_command(install, WorkerProfile.for_limits(512 * MiB, 8 * MiB))
+    assert command[:2] == ["/opt/deno", "run"]
+    assert "--no-prompt" in command
+    grants = [arg for arg in command if arg.startswith("--allow")]
+    assert grants == [f"--allow-read={tmp_path / 'assets'},{WORKER_DIR}"]
+    assert not any(arg.startswith(("-A", "--unstable")) for arg in command)
+    v8 = next(arg for arg in command if arg.startswith("--v8-flags="))
+    assert "--disallow-code-generation-from-strings" in v8
+    assert "--wasm-max-mem-pages=8192" in v8
+    assert command[-1].endswith("snapshot-x.bin")
+
+
+@pytest.mark.parametrize(
+    ("memory", "wasm"),
+    [(1, 128 * MiB), (256 * MiB, 256 * MiB), (64 * 1024 * MiB, 4096 * MiB)],
+)
+def test_worker_profile_bounds_the_wasm_memory(memory: int, wasm: int) -> None:
+    profile = WorkerProfile.for_limits(memory, 64 * MiB)
+    assert profile.wasm_bytes == wasm
+    assert profile.heap_mib == 256 + 4 * 64
+
+
+def test_get_runtime_builds_the_pyodide_backend() -> None:
+    try:
+        runtime = get_runtime("pyodide", spares=0)
+    except RuntimeUnavailableError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(exc))
+    assert runtime.name == "pyodide"
+    with pytest.raises(ValueError, match="spares"):
+        get_runtime("pyodide", spares=-1)
+
+
+# --------------------------------------------------------------------------- live runs
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@contextlib.asynccontextmanager
+async def open_runtime(**options: Any) -> AsyncIterator[Any]:
+    """A :class:`PyodideRuntime`; skipped where it is not installed (not in CI)."""
+    from runtime._pyodide import PyodideRuntime
+
+    try:
+        runtime = PyodideRuntime(**options)
+    except PyodideNotInstalledError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(exc))
+    async with runtime:
+        yield runtime
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` still runs (a killed, not yet collected process does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            state = stat.read().rsplit(b")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in (b"Z", b"X")
+
+
+def pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.anyio
+@pytest.mark.pyodide
+async def test_a_spare_serves_one_run_and_is_replaced() -> None:
+    async with open_runtime(spares=1) as runtime:
+        await runtime.start()
+        (spare,) = runtime._spares
+        outcome = await runtime.run(
+            "import js\nreturn js.Deno.pid", tool_names=[], call_tool=ToolBox()
+        )
+        assert outcome.ok, outcome.message
+        assert outcome.result == spare.pid
+        assert not pid_alive(spare.pid)
+        (replacement,) = runtime._spares
+        assert replacement.pid != spare.pid
+    assert not runtime._spares
+    assert not pid_exists(replacement.pid)
+    assert not pid_exists(spare.pid)  # collected by aclose()
+
+
+@pytest.mark.anyio
+@pytest.mark.pyodide
+async def test_other_memory_limits_start_a_matching_worker() -> None:
+    async with open_runtime(spares=1) as runtime:
+        await runtime.start()
+        (spare,) = runtime._spares
+        outcome = await runtime.run(
+            "import js\nreturn js.Deno.pid",
+            tool_names=[],
+            call_tool=ToolBox(),
+            limits=Limits(memory_bytes=300 * MiB),
+        )
+        assert outcome.ok, outcome.message
+        assert outcome.result != spare.pid
+
+
+@pytest.mark.anyio
+@pytest.mark.pyodide
+async def test_no_spares_after_aclose() -> None:
+    async with open_runtime(spares=2) as runtime:
+        await runtime.start()
+        pids = [worker.pid for worker in runtime._spares]
+        assert len(pids) == 2
+    assert not any(pid_exists(pid) for pid in pids)
+    outcome = await runtime.run("return 1", tool_names=[], call_tool=ToolBox())
+    assert outcome.result == 1
+    assert not runtime._spares
+
+
+@pytest.mark.anyio
+@pytest.mark.pyodide
+async def test_the_memory_watchdog_kills_an_oversized_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from runtime import _pyodide
+
+    monkeypatch.setattr(_pyodide, "_BASE_RSS", 0)
+    async with open_runtime(spares=0) as runtime:
+        outcome = await runtime.run(
+            "import asyncio\nprint('up')\nawait asyncio.sleep(30)",
+            tool_names=[],
+            call_tool=ToolBox(),
+            limits=Limits(memory_bytes=16 * MiB, timeout=60),
+        )
+    assert outcome.kind == "memory", outcome
+
+
+@pytest.mark.anyio
+@pytest.mark.pyodide
+async def test_program_semantics_match_the_cpython_worker() -> None:
+    async with open_runtime(spares=0) as runtime:
+        outcome = await runtime.run(
+            "import sys\n"
+            "print('partial', end='')\n"
+            "value = await tools.echo(x=1)\n"
+            "print(' line')\n"
+            "print('to stderr', file=sys.stderr)\n"
+            "assert sys.version_info >= (3, 12)\n"
+            "return [value, type(tools).__name__, sorted(dir(tools))]",
+            tool_names=["echo", "my-tool"],
+            call_tool=ToolBox(),
+        )
+    assert outcome.ok, outcome.message
+    assert outcome.logs == ["partial line", "to stderr"]
+    assert outcome.result == [{"x": 1}, "Tools", ["echo"]]
+
+
+@pytest.mark.anyio
+@pytest.mark.pyodide
+async def test_a_tool_answer_that_is_not_json_fails_that_call_only() -> None:
+    async def odd(name: str, args: Any) -> ToolAnswer:
+        return ToolAnswer.success({1, 2}) if name == "echo" else ToolAnswer.success("ok")
+
+    async with open_runtime(spares=0) as runtime:
+        outcome = await runtime.run(
+            "try:\n"
+            "    await tools.echo({})\n"
+            "except ToolCallError as exc:\n"
+            "    first = exc.message\n"
+            "return [first, await tools.other({})]",
+            tool_names=["echo", "other"],
+            call_tool=odd,
+        )
+    assert outcome.ok, outcome.message
+    assert "not JSON" in outcome.result[0]
+    assert outcome.result[1] == "ok"

@@ -1,0 +1,451 @@
+"""Escapes specific to the Pyodide runtime: each must fail safely.
+
+The program can reach every JS object of its Deno process (``import js``,
+``pyodide.ffi``, ``pyodide_js``). These tests try every host capability
+through them — files, commands, environment, network, FFI, system
+information, ``Deno.exit``, ``Deno.permissions.request``, code generation,
+forged frames on ``Deno.stdout`` — and the memory and CPU bombs, and check
+both what the program saw and, where it matters, the host side.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime import Limits, RunOutcome
+from runtime.testing import TOOL_NAMES, ToolBox
+
+pytestmark = [pytest.mark.anyio, pytest.mark.pyodide]
+
+MiB = 1024 * 1024
+
+# A helper every probing program starts with: ``attempt`` records what each
+# action did instead of letting the first failure end the program.
+PRELUDE = """
+import js
+from pyodide.ffi import to_js
+
+def obj(**fields):
+    return to_js(fields, dict_converter=js.Object.fromEntries)
+
+def attempt(action):
+    try:
+        return "ALLOWED: " + str(action())[:200]
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"[:300]
+
+async def attempt_async(action):
+    try:
+        return "ALLOWED: " + str(await action())[:200]
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"[:300]
+"""
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@contextlib.asynccontextmanager
+async def open_runtime(*, spares: int = 1) -> AsyncIterator[Any]:
+    """A started :class:`PyodideRuntime`; skipped where it is not installed (not in CI)."""
+    from runtime._pyodide import PyodideRuntime
+    from runtime._pyodide_assets import PyodideNotInstalledError
+
+    try:
+        runtime = PyodideRuntime(spares=spares)
+    except PyodideNotInstalledError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(exc))
+    async with runtime:
+        await runtime.start()
+        yield runtime
+
+
+@pytest.fixture(scope="module")
+async def pyodide() -> AsyncIterator[Any]:
+    async with open_runtime() as runtime:
+        yield runtime
+
+
+async def probe(runtime: Any, body: str, *, limits: Limits | None = None) -> RunOutcome:
+    return await runtime.run(  # type: ignore[no-any-return]
+        PRELUDE + body,
+        tool_names=TOOL_NAMES,
+        call_tool=ToolBox(),
+        limits=limits or Limits(timeout=30),
+    )
+
+
+def denied(outcome: RunOutcome, *needles: str) -> dict[str, str]:
+    """The program's ``{action: what happened}``, each checked to be a refusal."""
+    assert outcome.ok, outcome.message
+    results: dict[str, str] = outcome.result
+    for action, what in results.items():
+        assert not what.startswith("ALLOWED"), f"{action}: {what}"
+        assert any(needle in what for needle in needles), f"{action}: {what}"
+    return results
+
+
+def exists(path: Path) -> bool:
+    return path.exists()
+
+
+@pytest.fixture
+def secret_file(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "secret.txt"
+    path.write_text("TOP-SECRET-4711")
+    yield path
+
+
+# --------------------------------------------------------------------------- files
+
+
+async def test_reading_host_files_is_denied(pyodide: Any, secret_file: Path) -> None:
+    outcome = await probe(
+        pyodide,
+        f"""
+path = {str(secret_file)!r}
+return {{
+    "deno_read": attempt(lambda: js.Deno.readTextFileSync(path)),
+    "deno_read_async": await attempt_async(lambda: js.Deno.readTextFile(path)),
+    "deno_open": attempt(lambda: js.Deno.openSync(path)),
+    "deno_stat": attempt(lambda: js.Deno.statSync(path)),
+    "deno_readdir": attempt(lambda: list(js.Deno.readDirSync("/"))),
+    "etc_passwd": attempt(lambda: js.Deno.readTextFileSync("/etc/passwd")),
+    "proc_environ": attempt(lambda: js.Deno.readFileSync("/proc/self/environ")),
+}}
+""",
+    )
+    denied(outcome, "NotCapable", "PermissionDenied")
+    assert "TOP-SECRET" not in repr(outcome)
+
+
+async def test_python_file_api_sees_only_the_wasm_filesystem(
+    pyodide: Any, secret_file: Path
+) -> None:
+    outcome = await probe(
+        pyodide,
+        f"""
+import os, pyodide_js
+path = {str(secret_file)!r}
+return {{
+    "open": attempt(lambda: open(path).read()),
+    "mount_node_fs": attempt(lambda: pyodide_js.mountNodeFS("/host", os.path.dirname(path))),
+    "read_mounted": attempt(lambda: open("/host/secret.txt").read()),
+    "etc": attempt(lambda: open("/etc/passwd").read()),
+}}
+""",
+    )
+    denied(outcome, "FileNotFoundError", "NotCapable", "does not exist", "Error")
+    assert "TOP-SECRET" not in repr(outcome)
+
+
+async def test_writing_files_is_denied(pyodide: Any, tmp_path: Path) -> None:
+    target = tmp_path / "pwned.txt"
+    outcome = await probe(
+        pyodide,
+        f"""
+path = {str(target)!r}
+return {{
+    "write": attempt(lambda: js.Deno.writeTextFileSync(path, "x")),
+    "create": attempt(lambda: js.Deno.createSync(path)),
+    "mkdir": attempt(lambda: js.Deno.mkdirSync(path + ".d")),
+    "open_write": attempt(lambda: js.Deno.openSync(path, obj(write=True, create=True))),
+    "remove": attempt(lambda: js.Deno.removeSync({str(tmp_path)!r}, obj(recursive=True))),
+}}
+""",
+    )
+    denied(outcome, "NotCapable", "PermissionDenied")
+    assert not exists(target)
+    assert exists(tmp_path)
+
+
+# --------------------------------------------------------------------------- processes
+
+
+async def test_running_commands_is_denied(pyodide: Any, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    outcome = await probe(
+        pyodide,
+        f"""
+command = js.Deno.Command.new("/bin/sh", obj(args=["-c", "touch {marker}"]))
+return {{
+    "command_sync": attempt(lambda: command.outputSync()),
+    "command_spawn": attempt(lambda: command.spawn()),
+    "kill_host": attempt(lambda: js.Deno.kill({os.getpid()}, "SIGKILL")),
+    "kill_init": attempt(lambda: js.Deno.kill(1, "SIGTERM")),
+}}
+""",
+    )
+    denied(outcome, "NotCapable", "PermissionDenied")
+    assert not exists(marker)
+
+
+async def test_environment_and_system_information_are_denied(pyodide: Any) -> None:
+    outcome = await probe(
+        pyodide,
+        """
+return {
+    "env_get": attempt(lambda: js.Deno.env.get("HOME")),
+    "env_all": attempt(lambda: js.Deno.env.toObject()),
+    "env_set": attempt(lambda: js.Deno.env.set("X", "1")),
+    "process_env": attempt(lambda: js.process.env.PATH),
+    "hostname": attempt(lambda: js.Deno.hostname()),
+    "os_release": attempt(lambda: js.Deno.osRelease()),
+    "memory_info": attempt(lambda: js.Deno.systemMemoryInfo()),
+    "interfaces": attempt(lambda: js.Deno.networkInterfaces()),
+    "uid": attempt(lambda: js.Deno.uid()),
+}
+""",
+    )
+    denied(outcome, "NotCapable", "PermissionDenied")
+
+
+async def test_ffi_is_denied(pyodide: Any) -> None:
+    outcome = await probe(
+        pyodide,
+        """
+return {"dlopen": attempt(lambda: js.Deno.dlopen("libc.so.6", js.Object.new()))}
+""",
+    )
+    # Denied by permission, or absent altogether without --unstable-ffi.
+    denied(outcome, "NotCapable", "PermissionDenied", "TypeError", "AttributeError")
+
+
+# --------------------------------------------------------------------------- network
+
+
+async def test_network_is_denied_and_nothing_connects() -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    try:
+        async with open_runtime(spares=0) as runtime:
+            outcome = await probe(
+                runtime,
+                f"""
+return {{
+    "fetch": await attempt_async(lambda: js.fetch("http://127.0.0.1:{port}/")),
+    "connect": await attempt_async(
+        lambda: js.Deno.connect(obj(hostname="127.0.0.1", port={port}))
+    ),
+    "listen": attempt(lambda: js.Deno.listen(obj(port=0))),
+    "websocket": attempt(lambda: js.WebSocket.new("ws://127.0.0.1:{port}/")),
+    "resolve": await attempt_async(lambda: js.Deno.resolveDns("localhost", "A")),
+}}
+""",
+            )
+        results = outcome.result
+        # A WebSocket is created lazily and fails asynchronously; what matters
+        # is that nothing ever connected.
+        results.pop("websocket", None)
+        denied(RunOutcome(result=results, has_result=True), "NotCapable", "PermissionDenied")
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    finally:
+        listener.close()
+
+
+# --------------------------------------------------------------------------- permissions
+
+
+async def test_permission_requests_are_refused(pyodide: Any) -> None:
+    outcome = await probe(
+        pyodide,
+        """
+states = {}
+for name in ("read", "write", "net", "env", "run", "ffi", "sys"):
+    states[name] = js.Deno.permissions.requestSync(obj(name=name)).state
+after = attempt(lambda: js.Deno.readTextFileSync("/etc/hostname"))
+return {"states": states, "after": after}
+""",
+    )
+    assert outcome.ok, outcome.message
+    assert set(outcome.result["states"].values()) == {"denied"}
+    assert "NotCapable" in outcome.result["after"]
+
+
+async def test_code_generation_from_strings_is_disabled(pyodide: Any) -> None:
+    outcome = await probe(
+        pyodide,
+        """
+import pyodide.code
+return {
+    "eval": attempt(lambda: js.eval("globalThis")),
+    "function": attempt(lambda: js.Function.new("return globalThis")()),
+    "run_js": attempt(lambda: pyodide.code.run_js("1 + 1")),
+}
+""",
+    )
+    denied(outcome, "EvalError")
+
+
+async def test_deno_exit_ends_the_run_as_crashed(pyodide: Any) -> None:
+    outcome = await probe(pyodide, "print('bye')\njs.Deno.exit(0)\nreturn 'not reached'")
+    assert outcome.kind == "crashed", outcome
+    assert outcome.logs == ["bye"]
+
+
+async def test_console_output_does_not_corrupt_the_channel(pyodide: Any) -> None:
+    outcome = await probe(
+        pyodide, "js.console.log('\\x00\\x00\\x00\\x05junk')\njs.console.error('x')\nreturn 7"
+    )
+    assert outcome.ok, outcome.message
+    assert outcome.result == 7
+
+
+# --------------------------------------------------------------------------- forged frames
+
+
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        pytest.param("b'\\xff\\xff\\xff\\xff'", "exceeds the limit", id="huge-length"),
+        pytest.param("frame(b'not json')", "not JSON", id="not-json"),
+        pytest.param("frame(b'[1, 2]')", "not an object", id="not-an-object"),
+        pytest.param('frame(b\'{"type": "shell"}\')', "unknown type", id="unknown-type"),
+        pytest.param(
+            'frame(b\'{"type": "call", "id": 1, "name": "rm-rf", "args": {}}\')',
+            "unknown tool",
+            id="unknown-tool",
+        ),
+        pytest.param(
+            'frame(b\'{"type": "call", "id": 7, "name": "echo", "args": {}}\')',
+            "out of order",
+            id="call-id-out-of-order",
+        ),
+        pytest.param(
+            'frame(b\'{"type": "error", "kind": "ok", "message": ""}\')',
+            "malformed",
+            id="bad-error-kind",
+        ),
+        pytest.param('frame(b\'{"type": "ready", "layers": []}\')', "unexpected", id="ready"),
+    ],
+)
+async def test_forged_frames_end_the_run_as_protocol(
+    pyodide: Any, payload: str, expected: str
+) -> None:
+    outcome = await probe(
+        pyodide,
+        f"""
+import asyncio
+def frame(body):
+    return len(body).to_bytes(4, "big") + body
+js.Deno.stdout.writeSync(to_js({payload}))
+await asyncio.sleep(5)
+return "the host did not notice"
+""",
+    )
+    assert outcome.kind == "protocol", outcome
+    assert expected in outcome.message
+
+
+async def test_a_torn_frame_header_ends_the_run(pyodide: Any) -> None:
+    outcome = await probe(
+        pyodide,
+        """
+js.Deno.stdout.writeSync(to_js(b"\\x00\\x00"))
+await tools.echo({})
+return "the host did not notice"
+""",
+        limits=Limits(timeout=5),
+    )
+    assert not outcome.ok
+    assert outcome.kind in ("protocol", "timeout"), outcome
+
+
+# --------------------------------------------------------------------------- bombs
+
+
+async def test_python_memory_bomb(pyodide: Any) -> None:
+    outcome = await probe(
+        pyodide,
+        "chunks = []\nwhile True:\n    chunks.append(bytearray(16 * 1024 * 1024))",
+        limits=Limits(timeout=60, memory_bytes=256 * MiB),
+    )
+    assert outcome.kind == "memory", outcome
+
+
+async def test_single_huge_allocation(pyodide: Any) -> None:
+    outcome = await probe(
+        pyodide,
+        "data = bytearray(1024 * 1024 * 1024)\nreturn len(data)",
+        limits=Limits(timeout=60, memory_bytes=256 * MiB),
+    )
+    assert outcome.kind == "memory", outcome
+
+
+async def test_javascript_heap_bomb(pyodide: Any) -> None:
+    outcome = await probe(
+        pyodide,
+        "arrays = js.Array.new()\nwhile True:\n    arrays.push(js.Array.new(1000000).fill(1.5))",
+        limits=Limits(timeout=60, memory_bytes=256 * MiB, max_message_bytes=MiB),
+    )
+    assert outcome.kind == "memory", outcome
+
+
+async def test_cpu_bomb_hits_the_wall_clock(pyodide: Any) -> None:
+    outcome = await probe(pyodide, "while True:\n    pass", limits=Limits(timeout=1))
+    assert outcome.kind == "timeout", outcome
+
+
+async def test_cpu_bomb_hits_the_cpu_limit(pyodide: Any) -> None:
+    outcome = await probe(
+        pyodide, "while True:\n    pass", limits=Limits(timeout=30, cpu_seconds=1)
+    )
+    assert outcome.kind == "timeout", outcome
+    assert "CPU" in outcome.message
+
+
+async def test_runaway_recursion_is_an_exception(pyodide: Any) -> None:
+    outcome = await probe(pyodide, "def f(n):\n    return f(n + 1)\nf(0)")
+    assert outcome.kind == "exception", outcome
+    assert "RecursionError" in outcome.message
+
+
+# --------------------------------------------------------------------------- isolation
+
+
+async def test_no_state_survives_between_runs(pyodide: Any) -> None:
+    first = await probe(
+        pyodide,
+        """
+import builtins, sys
+js.globalThis.leaked = "from run one"
+builtins.LEAKED = "from run one"
+open("/tmp/leak.txt", "w").write("from run one")
+sys.modules["leaky"] = builtins
+return js.Deno.pid
+""",
+    )
+    second = await probe(
+        pyodide,
+        """
+import builtins, os, sys
+return {
+    "js": str(getattr(js.globalThis, "leaked", None)),
+    "builtins": getattr(builtins, "LEAKED", None),
+    "file": os.path.exists("/tmp/leak.txt"),
+    "module": "leaky" in sys.modules,
+    "pid": js.Deno.pid,
+}
+""",
+    )
+    assert first.ok and second.ok, (first, second)
+    assert second.result["js"] in ("None", "undefined")
+    assert second.result["builtins"] is None
+    assert second.result["file"] is False
+    assert second.result["module"] is False
+    assert second.result["pid"] != first.result

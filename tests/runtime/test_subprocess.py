@@ -1,0 +1,424 @@
+"""The CPython subprocess backend: its wire protocol, worker pool and hygiene."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+
+import runtime
+from runtime import (
+    Limits,
+    RunOutcome,
+    RuntimeUnavailableError,
+    SubprocessRuntime,
+    ToolAnswer,
+    WorkerStartError,
+    get_runtime,
+)
+from runtime._pool import Worker
+from runtime._protocol import FrameDecoder, NotJsonError, ProtocolError, check_json
+from runtime._session import drive_run
+from runtime.testing import ToolBox
+
+pytestmark = pytest.mark.anyio
+
+READY = {"type": "ready", "layers": [["rlimits", True, "fake"]]}
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def bare() -> AsyncIterator[SubprocessRuntime]:
+    """OS layers off and ``os``/``sys``/``signal`` importable: to misbehave on purpose."""
+    async with SubprocessRuntime(
+        layers=(), allowed_modules=["asyncio", "json", "os", "signal", "stat", "sys"]
+    ) as backend:
+        yield backend
+
+
+# --------------------------------------------------------------------------- protocol units
+
+
+def test_frame_decoder_splits_and_bounds() -> None:
+    decoder = FrameDecoder(max_bytes=10)
+    data = b"".join(struct.pack(">I", len(p)) + p for p in (b"abc", b"", b"0123456789"))
+    assert decoder.feed(data[:5]) == []
+    assert decoder.feed(data[5:]) == [b"abc", b"", b"0123456789"]
+    with pytest.raises(ProtocolError, match="exceeds"):
+        decoder.feed(struct.pack(">I", 11))
+
+
+def test_check_json_paths() -> None:
+    check_json({"a": [1, 2.5, "x", None, True, {"b": []}]})
+    for value, path in (
+        ({"a": [1, (2,)]}, "$['a'][1]"),
+        ([float("inf")], "$[0]"),
+        ({1: 2}, "$"),
+        ([2**64], "$[0]"),
+    ):
+        with pytest.raises(NotJsonError) as info:
+            check_json(value)
+        assert info.value.path == path
+    nested: list[Any] = []
+    nested.append(nested)
+    with pytest.raises(NotJsonError, match="nesting"):
+        check_json(nested)
+
+
+# --------------------------------------------------------------------------- hostile worker
+
+
+class FakeWorker:
+    """The worker side of a channel, written by the test instead of a process."""
+
+    def __init__(self) -> None:
+        host, self.peer = socket.socketpair()
+        status_r, self.status_w = os.pipe()
+        os.set_blocking(status_r, False)
+        self.worker = Worker(os.getpid(), host, status_r)
+        self.worker._exited = True  # never signal the test process
+
+    def send(self, *frames: Any) -> None:
+        for frame in frames:
+            payload = frame if isinstance(frame, bytes) else orjson.dumps(frame)
+            self.peer.sendall(struct.pack(">I", len(payload)) + payload)
+
+    def exit(self, status: int, cpu: float = 0.0) -> None:
+        os.write(self.status_w, b"%d %.3f" % (status, cpu))
+        os.close(self.status_w)
+        self.status_w = -1
+        self.peer.close()
+
+    def close(self) -> None:
+        self.worker.close()
+        if self.status_w >= 0:
+            os.close(self.status_w)
+        self.peer.close()
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeWorker]:
+    worker = FakeWorker()
+    yield worker
+    worker.close()
+
+
+async def drive(fake: FakeWorker, limits: Limits | None = None, **kw: Any) -> RunOutcome:
+    return await drive_run(
+        fake.worker,
+        code="return 1",
+        tool_names=kw.pop("tool_names", ["echo"]),
+        call_tool=kw.pop("call_tool", ToolBox()),
+        limits=limits or Limits(timeout=5),
+        cancel=None,
+    )
+
+
+@pytest.mark.parametrize(
+    "frames",
+    [
+        [b"not json"],
+        [b"[1, 2]"],
+        [READY, {"type": "nope"}],
+        [READY, {"type": "done", "result": 1, "extra": 2}],
+        [READY, {"type": "call", "id": 2, "name": "echo", "args": {}}],
+        [
+            READY,
+            {"type": "call", "id": 1, "name": "echo", "args": {}},
+            {"type": "call", "id": 1, "name": "echo", "args": {}},
+        ],
+        [READY, {"type": "call", "id": 1, "name": "rm -rf", "args": {}}],
+        [READY, {"type": "call", "id": "1", "name": "echo", "args": {}}],
+        [READY, {"type": "log", "text": 5}],
+        [READY, {"type": "error", "kind": "cancelled", "message": "x"}],
+        [READY, {"type": "error", "kind": "sandbox", "message": "late"}],
+        [READY, READY],
+        [{"type": "done"}],
+        [{"type": "ready", "layers": "all"}],
+    ],
+)
+async def test_hostile_frames_end_as_protocol(fake: FakeWorker, frames: list[Any]) -> None:
+    fake.send(*frames)
+    outcome = await drive(fake)
+    assert outcome.kind == "protocol", outcome
+
+
+async def test_oversized_frame_is_refused_before_reading_it(fake: FakeWorker) -> None:
+    fake.send(READY)
+    fake.peer.sendall(struct.pack(">I", 2**31))
+    outcome = await drive(fake, Limits(timeout=5, max_message_bytes=1024))
+    assert outcome.kind == "protocol"
+    assert "exceeds" in outcome.message
+
+
+async def test_host_enforces_output_limit(fake: FakeWorker) -> None:
+    fake.send(READY, *[{"type": "log", "text": "x" * 100}] * 50)
+    outcome = await drive(fake, Limits(timeout=5, max_output_bytes=1000))
+    assert outcome.kind == "output_limit"
+    assert len(outcome.logs) < 11
+
+
+async def test_host_enforces_tool_call_limit(fake: FakeWorker) -> None:
+    tools = ToolBox()
+    calls = [{"type": "call", "id": i, "name": "echo", "args": {}} for i in range(1, 5)]
+    fake.send(READY, *calls)
+    outcome = await drive(fake, Limits(timeout=5, max_tool_calls=2), call_tool=tools)
+    assert outcome.kind == "tool_call_limit"
+    assert outcome.tool_calls == 2
+
+
+async def test_host_enforces_wall_clock(fake: FakeWorker) -> None:
+    fake.send(READY)
+    started = time.perf_counter()
+    outcome = await drive(fake, Limits(timeout=0.2))
+    assert outcome.kind == "timeout"
+    assert time.perf_counter() - started < 2
+
+
+async def test_flooding_worker_still_times_out(fake: FakeWorker) -> None:
+    fake.send(READY)
+
+    def flood() -> None:
+        frame = orjson.dumps({"type": "log", "text": "y"})
+        chunk = (struct.pack(">I", len(frame)) + frame) * 2000
+        try:
+            while True:
+                fake.peer.sendall(chunk)
+        except OSError:
+            return
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(anyio.to_thread.run_sync, flood)
+        outcome = await drive(fake, Limits(timeout=0.5, max_output_bytes=2**40))
+        fake.peer.shutdown(socket.SHUT_RDWR)
+    assert outcome.kind == "timeout"
+
+
+async def test_answers_reach_the_worker(fake: FakeWorker) -> None:
+    fake.send(READY, {"type": "call", "id": 1, "name": "echo", "args": {"a": 1}})
+
+    async def worker_side() -> None:
+        await anyio.to_thread.run_sync(read_run_and_answer)
+
+    def read_run_and_answer() -> None:
+        decoder = FrameDecoder(1 << 20)
+        frames: list[Any] = []
+        while len(frames) < 2:
+            frames += [orjson.loads(p) for p in decoder.feed(fake.peer.recv(65536))]
+        assert frames[0]["type"] == "run"
+        assert frames[1] == {"type": "answer", "id": 1, "ok": True, "value": {"a": 1}}
+        fake.send({"type": "done", "result": frames[1]["value"]})
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker_side)
+        outcome = await drive(fake)
+    assert outcome.ok, outcome
+    assert outcome.result == {"a": 1}
+
+
+async def test_sandbox_refusal_before_ready(fake: FakeWorker) -> None:
+    fake.send({"type": "error", "kind": "sandbox", "message": "sandbox: no seccomp"})
+    outcome = await drive(fake)
+    assert outcome.kind == "sandbox"
+    assert "seccomp" in outcome.message
+
+
+@pytest.mark.parametrize(
+    ("status", "cpu", "kind", "fragment"),
+    [
+        (signal.SIGSEGV, 0.0, "crashed", "SIGSEGV"),
+        (signal.SIGXCPU, 2.0, "timeout", "CPU"),
+        (signal.SIGKILL, 2.0, "timeout", "CPU"),
+        (signal.SIGKILL, 0.1, "crashed", "SIGKILL"),
+        (signal.SIGSYS, 0.0, "crashed", "forbidden system call"),
+        (3 << 8, 0.0, "memory", "memory"),
+        (7 << 8, 0.0, "crashed", "code 7"),
+    ],
+)
+async def test_exit_without_final_frame(
+    fake: FakeWorker, status: int, cpu: float, kind: str, fragment: str
+) -> None:
+    fake.send(READY, {"type": "log", "text": "last words"})
+    fake.exit(status, cpu)
+    outcome = await drive(fake, Limits(timeout=5, cpu_seconds=2))
+    assert outcome.kind == kind, outcome
+    assert fragment in outcome.message
+    assert outcome.logs == ["last words"]
+
+
+# --------------------------------------------------------------------------- real workers
+
+
+async def test_stderr_is_captured(bare: SubprocessRuntime) -> None:
+    outcome = await bare.run(
+        "import sys\nsys.stderr.write('err line\\n')\nprint('out line')",
+        tool_names=[],
+        call_tool=ToolBox(),
+    )
+    assert outcome.ok, outcome.message
+    assert outcome.logs == ["err line", "out line"]
+
+
+async def test_worker_killed_by_signal_is_crashed(bare: SubprocessRuntime) -> None:
+    outcome = await bare.run(
+        "import os, signal\nprint('bye')\nos.kill(os.getpid(), signal.SIGSEGV)",
+        tool_names=[],
+        call_tool=ToolBox(),
+    )
+    assert outcome.kind == "crashed", outcome
+    assert "SIGSEGV" in outcome.message
+    assert outcome.logs == ["bye"]
+
+
+async def test_worker_exit_is_crashed(bare: SubprocessRuntime) -> None:
+    outcome = await bare.run("import os\nos._exit(7)", tool_names=[], call_tool=ToolBox())
+    assert outcome.kind == "crashed"
+    assert "code 7" in outcome.message
+
+
+async def test_worker_writing_garbage_on_the_channel_is_killed(bare: SubprocessRuntime) -> None:
+    code = """
+import os, stat
+for fd in range(3, 64):
+    try:
+        if stat.S_ISSOCK(os.fstat(fd).st_mode):
+            os.write(fd, b"\\x00\\x00\\x00\\x05hello")
+    except OSError:
+        pass
+import asyncio
+await asyncio.sleep(30)
+"""
+    started = time.perf_counter()
+    outcome = await bare.run(code, tool_names=[], call_tool=ToolBox())
+    assert outcome.kind == "protocol", outcome
+    assert time.perf_counter() - started < 10
+
+
+async def test_zygote_crash_is_survived(bare: SubprocessRuntime) -> None:
+    await bare.start()
+    pid = bare._pool.zygote_pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    await anyio.sleep(0.1)
+    outcome = await bare.run("return 'alive'", tool_names=[], call_tool=ToolBox())
+    assert outcome.result == "alive"
+    assert bare._pool.zygote_pid != pid
+
+
+async def _settle(condition: Callable[[], bool], seconds: float = 10) -> None:
+    """Poll ``condition`` (process state has no event to wait on) until it holds."""
+    with anyio.fail_after(seconds):
+        while not condition():  # noqa: ASYNC110
+            await anyio.sleep(0.02)
+    await anyio.sleep(0.05)
+
+
+def _exists(path: str) -> bool:
+    return os.path.exists(path)
+
+
+def _open_fds() -> set[int]:
+    return {int(name) for name in os.listdir("/proc/self/fd")}
+
+
+def _children_of(pid: int) -> list[int]:
+    children = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as file:
+                    stat = file.read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                children.append(int(entry))
+    return children
+
+
+async def test_no_leaks_and_clean_shutdown() -> None:
+    backend = SubprocessRuntime(layers=(), spares=1)
+    await backend.start()
+    before = _open_fds()
+    for index in range(20):
+        outcome = await backend.run(f"return {index}", tool_names=[], call_tool=ToolBox())
+        assert outcome.result == index
+    await backend.run(
+        "while True:\n    pass", tool_names=[], call_tool=ToolBox(), limits=Limits(timeout=0.2)
+    )
+    zygote = backend._pool.zygote_pid
+    assert zygote is not None
+    tmp = backend._pool._zygote.tmp if backend._pool._zygote else None
+    assert tmp is not None
+    # Only the one spare is left: its process and its work directory.
+    await _settle(lambda: len(_children_of(zygote)) == 1 and len(os.listdir(tmp)) == 1)
+    assert len(_open_fds()) == len(before)  # ctl socket + one spare's channel and status
+    await backend.aclose()
+    await backend.aclose()
+    assert not _exists(tmp)
+    assert not _exists(f"/proc/{zygote}")
+    with pytest.raises(WorkerStartError):
+        await backend.run("return 1", tool_names=[], call_tool=ToolBox())
+
+
+async def test_no_spares_and_own_limits() -> None:
+    async with SubprocessRuntime(layers=(), spares=0, limits=Limits(timeout=5)) as backend:
+        assert backend.limits.timeout == 5
+        outcome = await backend.run("return 2", tool_names=[], call_tool=ToolBox())
+        assert outcome.result == 2
+
+
+async def test_strict_runs_or_refuses() -> None:
+    async with SubprocessRuntime(strict=True) as backend:
+        outcome = await backend.run("return 3", tool_names=[], call_tool=ToolBox())
+    assert outcome.result == 3 or outcome.kind == "sandbox"
+
+
+async def test_restricted_mode() -> None:
+    async with SubprocessRuntime(restricted=True) as backend:
+
+        async def echo(name: str, args: Any) -> ToolAnswer:
+            return ToolAnswer.success(args)
+
+        ok = await backend.run(
+            "r = await tools.echo({'a': 1})\nreturn r['a']", tool_names=["echo"], call_tool=echo
+        )
+        assert ok.result == 1, ok
+        refused = await backend.run("return ().__class__", tool_names=[], call_tool=echo)
+        assert refused.kind == "syntax"
+        assert "__class__" in refused.message
+
+
+# --------------------------------------------------------------------------- public surface
+
+
+def test_get_runtime() -> None:
+    backend = get_runtime("subprocess", spares=0)
+    assert isinstance(backend, SubprocessRuntime)
+    assert backend.name == "subprocess"
+    with pytest.raises(RuntimeUnavailableError, match="known runtimes"):
+        get_runtime("jython")
+
+
+def test_bad_options() -> None:
+    with pytest.raises(ValueError, match="layers"):
+        SubprocessRuntime(layers=["firewall"])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="spares"):
+        SubprocessRuntime(spares=-1)
+
+
+def test_public_names() -> None:
+    assert runtime.__all__ == sorted(runtime.__all__)
+    for name in runtime.__all__:
+        assert getattr(runtime, name) is not None
