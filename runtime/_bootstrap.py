@@ -335,15 +335,14 @@ class _Run:
         self.output = 0
         self.calls = 0
         self.pending: dict[int, tuple[asyncio.Future[Any], str]] = {}
+        self.outbox: list[bytes] = []
         self.writer = _LogWriter(self)
 
     # -- sending -------------------------------------------------------------------
 
     def send(self, frame: dict[str, Any]) -> None:
-        try:
-            self.sock.sendall(encode_frame(frame))
-        except OSError:
-            os._exit(EXIT_HOST_GONE)
+        self.flush()
+        self.send_bytes(encode_frame(frame))
 
     def finish(self, frame: dict[str, Any]) -> NoReturn:
         """Send the final frame and leave; nothing of the program outlives this."""
@@ -381,10 +380,8 @@ class _Run:
             for start in range(0, len(text), step):
                 self.log(text[start : start + step])
             return
-        try:
-            self.sock.sendall(len(data).to_bytes(4, "big") + data)
-        except OSError:
-            os._exit(EXIT_HOST_GONE)
+        self.flush()  # keep logs and calls in the order the program made them
+        self.send_bytes(len(data).to_bytes(4, "big") + data)
 
     # -- tool calls ----------------------------------------------------------------
 
@@ -403,12 +400,30 @@ class _Run:
                 name, f"arguments are {len(data)} bytes, over the limit of {self.max_message}"
             )
         future: asyncio.Future[Any] = self.loop.create_future()
+        frame = len(data).to_bytes(4, "big") + data
+        if self.pending or self.outbox:
+            # Other calls are in flight (asyncio.gather and friends): batch
+            # this one with whatever else is issued before the loop turns.
+            if not self.outbox:
+                self.loop.call_soon(self.flush)
+            self.outbox.append(frame)
+        else:
+            self.send_bytes(frame)
         self.pending[call_id] = (future, name)
+        return future
+
+    def flush(self) -> None:
+        """Send the batched call frames."""
+        if self.outbox:
+            data = b"".join(self.outbox)
+            self.outbox.clear()
+            self.send_bytes(data)
+
+    def send_bytes(self, data: bytes) -> None:
         try:
-            self.sock.sendall(len(data).to_bytes(4, "big") + data)
+            self.sock.sendall(data)
         except OSError:
             os._exit(EXIT_HOST_GONE)
-        return future
 
     def on_readable(self) -> None:
         try:
@@ -452,10 +467,8 @@ class _Run:
                 "output_limit",
                 f"the program's result ({len(data)} bytes) exceeds the output limit",
             )
-        try:
-            self.sock.sendall(len(data).to_bytes(4, "big") + data)
-        except OSError:
-            os._exit(EXIT_HOST_GONE)
+        self.flush()
+        self.send_bytes(len(data).to_bytes(4, "big") + data)
         os._exit(0)
 
 

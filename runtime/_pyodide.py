@@ -151,8 +151,11 @@ class PyodideRuntime(Runtime):
         try:
             return await self._drive(worker, code, names, call_tool, limits, cancel)
         finally:
-            self._bury(worker)
-            self._refill()
+            if self._closed:  # nobody would collect it later
+                await worker.aclose()
+            else:
+                self._bury(worker)
+                self._refill()
 
     async def aclose(self) -> None:
         """Kill every idle spare and wait until every killed worker has exited.
@@ -192,6 +195,7 @@ class PyodideRuntime(Runtime):
                 "crashed", f"the Pyodide worker did not start within {_START_TIMEOUT:g} s\n{detail}"
             )
         worker.limit_cpu(limits.cpu_seconds)
+        worker.limit_memory(limits.memory_bytes)
         async with anyio.create_task_group() as watchers:
             watchers.start_soon(worker.drain_stderr)
             watchers.start_soon(_watch_memory, worker, limits.memory_bytes)

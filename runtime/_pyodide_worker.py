@@ -179,6 +179,29 @@ class DenoWorker(Worker):
         soft = math.ceil(self._cpu_base + seconds)
         self._prlimit(resource.RLIMIT_CPU, soft, soft + 1)
 
+    def limit_memory(self, memory_bytes: int) -> None:
+        """Cap the writable memory the run may still map (``RLIMIT_DATA``).
+
+        ``RLIMIT_AS`` cannot work here: V8 reserves tens of GiB of address
+        space up front. Reservations are not counted in ``RLIMIT_DATA`` until
+        they are made writable, so the cap is what the process has now plus the
+        run's memory and the JS heap's room; past it V8 aborts (an OOM).
+        """
+        data = self._status_kib("VmData")
+        if data:
+            limit = data * 1024 + memory_bytes + self.profile.heap_mib * _MiB
+            self._prlimit(resource.RLIMIT_DATA, limit, limit)
+
+    def _status_kib(self, field: str) -> int:
+        try:
+            with open(f"/proc/{self.pid}/status", "rb") as status:
+                for line in status:
+                    if line.startswith(field.encode() + b":"):
+                        return int(line.split()[1])
+        except (OSError, IndexError, ValueError):
+            pass
+        return 0
+
     def cpu_seconds(self) -> float:
         """CPU time the process has used so far (0 where ``/proc`` is unavailable)."""
         try:

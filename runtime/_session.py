@@ -178,7 +178,7 @@ class _Session:
                     self.queued_calls.append((call_id, name, frame["args"]))
                     self.idle_answerers.pop().set()
                 else:
-                    calls.start_soon(self.answerer, call_id, name, frame["args"])
+                    calls.start_soon(self.answerer, call_id, name, frame["args"], name="ptc-call")
             elif kind == "done":
                 self.output += len(payload)
                 if self.output > limits.max_output_bytes:

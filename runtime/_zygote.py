@@ -267,6 +267,9 @@ def main(options_json: str) -> NoReturn:
         restricted=options["restricted"],
     )
     sandbox = _load_sandbox()
+    warm_paths = getattr(sandbox, "python_paths", None)
+    if warm_paths is not None:
+        warm_paths()  # fills its cache (if it keeps one) once, for every fork
     internal = ["runtime._imports"]
     if settings.restricted:
         internal.append("runtime._restricted")

@@ -9,7 +9,9 @@ Prints medians:
 (c) one tool-call round trip inside a run (target < 150 µs);
 (d) 10,000 sequential tool calls in one run, as calls/s;
 (e) 100 concurrent tool calls that each sleep 50 ms (target < 60 ms wall);
-and, for scale, ``python -c pass`` and ``python -I -S -c pass`` as subprocesses.
+and, for scale, ``python -c pass`` and ``python -I -S -c pass`` as subprocesses,
+one asyncio loop turn and a raw two-process ping-pong through anyio on this
+machine (the floor every figure above stands on).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -24,6 +27,7 @@ import time
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from runtime import Limits, SubprocessRuntime, ToolAnswer
 
@@ -95,6 +99,38 @@ async def bench_concurrent(rt: SubprocessRuntime, rounds: int) -> float:
     return statistics.median(samples)
 
 
+async def bench_floor() -> tuple[float, float]:
+    """This machine's floor: one event-loop turn, one process ping-pong through anyio."""
+    turns = 20_000
+    started = time.perf_counter()
+    for _ in range(turns):
+        await anyio.lowlevel.checkpoint()
+    turn = (time.perf_counter() - started) / turns
+    ours, theirs = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:  # a blocking echo peer
+        ours.close()
+        while data := theirs.recv(256):
+            theirs.sendall(data)
+        os._exit(0)
+    theirs.close()
+    ours.setblocking(False)
+    samples = []
+    for _ in range(2_000):
+        started = time.perf_counter()
+        ours.send(b"x" * 40)
+        while True:
+            try:
+                ours.recv(256)
+                break
+            except BlockingIOError:
+                await anyio.wait_readable(ours)
+        samples.append(time.perf_counter() - started)
+    ours.close()
+    os.waitpid(pid, 0)  # noqa: ASYNC222 - the peer exits as soon as it sees EOF
+    return turn, statistics.median(samples)
+
+
 def bench_plain_python(args: list[str], rounds: int) -> float:
     samples = []
     for _ in range(rounds):
@@ -107,6 +143,7 @@ def bench_plain_python(args: list[str], rounds: int) -> float:
 async def main(layers_on: bool, rounds: int) -> None:
     layers = None if layers_on else ()
     print(f"layers: {'on' if layers_on else 'off'}; {os.cpu_count()} CPUs; load {os.getloadavg()}")
+    turn, ping_pong = await bench_floor()
     plain = bench_plain_python(["-c", "pass"], rounds)
     isolated = bench_plain_python(["-I", "-S", "-c", "pass"], rounds)
     async with SubprocessRuntime(layers=layers, limits=Limits(timeout=120)) as rt:
@@ -126,6 +163,8 @@ async def main(layers_on: bool, rounds: int) -> None:
     print(f"(e) 100 concurrent 50 ms tool calls    {_ms(concurrent)}   (target < 60 ms)")
     print(f"    python -c pass (subprocess)        {_ms(plain)}")
     print(f"    python -I -S -c pass (subprocess)  {_ms(isolated)}")
+    print(f"    floor: one event-loop turn         {_ms(turn)}")
+    print(f"    floor: raw process ping-pong       {_ms(ping_pong)}")
 
 
 if __name__ == "__main__":

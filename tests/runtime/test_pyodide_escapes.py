@@ -396,6 +396,21 @@ async def test_javascript_heap_bomb(pyodide: Any) -> None:
     assert outcome.kind == "memory", outcome
 
 
+async def test_array_buffer_bomb(pyodide: Any) -> None:
+    # Backing stores live outside the V8 heap limit: RLIMIT_DATA and the RSS
+    # watchdog have to catch these.
+    outcome = await probe(
+        pyodide,
+        "buffers = []\n"
+        "while True:\n"
+        "    buffer = js.Uint8Array.new(128 * 1024 * 1024)\n"
+        "    buffer.fill(1)\n"
+        "    buffers.append(buffer)",
+        limits=Limits(timeout=60, memory_bytes=256 * MiB),
+    )
+    assert outcome.kind == "memory", outcome
+
+
 async def test_cpu_bomb_hits_the_wall_clock(pyodide: Any) -> None:
     outcome = await probe(pyodide, "while True:\n    pass", limits=Limits(timeout=1))
     assert outcome.kind == "timeout", outcome
