@@ -1,17 +1,21 @@
 """The Pyodide backend: each run in a fresh CPython-on-WebAssembly instance inside Deno.
 
 Security warning: the program is hostile and can reach every JS object of its
-Deno process through ``import js`` / ``pyodide.ffi``. The walls are (1) Deno's
-permission system: the process is started with ``--no-prompt`` and no
-permission but reading the Pyodide assets, so files, network, subprocesses,
-environment, FFI, system information and ``Deno.permissions.request`` are all
-denied; (2) the host, which bounds and checks every frame (the program can write
-to the process's stdout), enforces the wall clock, output and tool-call limits,
-watches the resident memory and kills the process group after the run. Memory
-is also capped inside (wasm memory maximum and V8 heap flags) and CPU by
-``RLIMIT_CPU``. Where the OS sandbox layers are available, this is a second,
-independent wall next to ``SubprocessRuntime``; where they are not (macOS,
-locked-down containers), it is the one that still holds.
+Deno process through ``import js``, ``pyodide.ffi`` and ``pyodide_js``. The
+walls are (1) Deno's permission system: the process runs with ``--no-prompt``
+and no permission but reading the Pyodide assets and ``runtime/pyodide/``, so
+files, network, subprocesses, environment, FFI, system information and
+``Deno.permissions.request`` are all denied, and V8 refuses code generation
+from strings (``eval``, ``Function``); (2) the host, which bounds and checks
+every frame (the program can write to the process's stdout: a forged frame that
+is well-formed can only do what the program may do anyway, anything else ends
+the run as ``protocol``), enforces the wall clock, output and tool-call limits,
+caps CPU (``RLIMIT_CPU``) and writable memory (``RLIMIT_DATA``), watches the
+resident memory and kills the process group after the one run. Inside, the
+wasm memory maximum and the V8 heap limit cap memory too. Where the OS sandbox
+layers are available this is a second, independent wall next to
+``SubprocessRuntime``; where they are not (macOS, locked-down containers), it
+is the one that still holds.
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ _START_TIMEOUT: Final = 60.0
 _MEMORY_POLL: Final = 0.05
 #: Deno, V8 and the compiled Pyodide module, on top of the program's memory.
 _BASE_RSS: Final = 384 * 1024 * 1024
-_OOM_MARKERS: Final = ("out of memory", "Out of memory", "OOM", "Maximum call stack")
+# What V8 prints when it aborts for lack of memory (heap limit or RLIMIT_DATA).
+_OOM_MARKERS: Final = ("out of memory", "Out of memory")
 _STDERR_IN_MESSAGE: Final = 600
 
 
@@ -111,13 +116,15 @@ class PyodideRuntime(Runtime):
         while not self._closed and len(self._spares) < self._spare_count:
             self._spares.append(self._spawn(self._default_profile))
 
-    async def _acquire(self, profile: WorkerProfile) -> DenoWorker:
+    def _acquire(self, profile: WorkerProfile) -> DenoWorker:
+        """A ready spare when the run's limits match the default ones, else a new worker."""
         self._reap()
-        while self._spares:
-            worker = self._spares.popleft()
-            if worker.profile == profile and worker.alive:
-                return worker
-            self._bury(worker)
+        if profile == self._default_profile:
+            while self._spares:
+                worker = self._spares.popleft()
+                if worker.alive:
+                    return worker
+                self._bury(worker)
         return self._spawn(profile)
 
     def _bury(self, worker: DenoWorker) -> None:
@@ -147,7 +154,7 @@ class PyodideRuntime(Runtime):
         limits = limits if limits is not None else self._limits
         if cancel is not None and cancel.aborted:
             return RunOutcome.failure("cancelled", "the run was cancelled before it started")
-        worker = await self._acquire(self._profile(limits))
+        worker = self._acquire(self._profile(limits))
         try:
             return await self._drive(worker, code, names, call_tool, limits, cancel)
         finally:

@@ -198,11 +198,14 @@ def _prctl(option: int, arg2: int = 0) -> int:
     return result
 
 
-def python_paths() -> list[str]:
+@functools.cache
+def python_paths() -> tuple[str, ...]:
     """Directories the worker reads late imports and shared libraries from.
 
     The standard library and ``site-packages`` of the running and the base
     installation, this package, and the directories of mapped shared libraries.
+    Cached: the zygote computes it once after its imports, and every forked
+    worker inherits the answer instead of re-reading ``/proc/self/maps``.
     """
     found = set(_installation_paths())
     with contextlib.suppress(OSError), open("/proc/self/maps", encoding="utf-8") as maps:
@@ -216,7 +219,7 @@ def python_paths() -> list[str]:
     for path in real:
         if not any(path.startswith(parent.rstrip("/") + "/") for parent in kept):
             kept.append(path)
-    return kept
+    return tuple(kept)
 
 
 @functools.cache

@@ -267,13 +267,15 @@ def main(options_json: str) -> NoReturn:
         restricted=options["restricted"],
     )
     sandbox = _load_sandbox()
-    warm_paths = getattr(sandbox, "python_paths", None)
-    if warm_paths is not None:
-        warm_paths()  # fills its cache (if it keeps one) once, for every fork
     internal = ["runtime._imports"]
     if settings.restricted:
         internal.append("runtime._restricted")
     _preimport([*internal, *options["preimport"]])
+    warm_paths = getattr(sandbox, "python_paths", None)
+    if warm_paths is not None:
+        # After the imports, so every mapped library is seen: fills the cache once
+        # for every fork instead of each worker re-reading /proc/self/maps.
+        warm_paths()
     # Everything the worker may import is loaded now: later imports (the
     # program's, through the allow-list) only ever see the standard library.
     sys.path[:] = stdlib_path

@@ -8,8 +8,10 @@
 // serves exactly one run. "snapshot" writes a Pyodide memory snapshot (taken
 // after bootstrap.py is imported) to stdout as raw bytes and exits.
 //
-// Frames on stdin/stdout: a 4-byte big-endian length, then that many bytes of
-// UTF-8 JSON. This script only moves frames; bootstrap.py gives them meaning.
+// Frames on stdin/stdout (both one end of a socket pair the host holds the
+// other end of): a 4-byte big-endian length, then that many bytes of UTF-8
+// JSON (runtime/_protocol.py). This script only moves frames and schedules;
+// bootstrap.py gives the frames meaning.
 //
 // Security: everything here runs in the same JS realm as the untrusted Python
 // program (it can reach globalThis through `import js`). Nothing in this file

@@ -422,6 +422,7 @@ async def test_other_memory_limits_start_a_matching_worker() -> None:
         )
         assert outcome.ok, outcome.message
         assert outcome.result != spare.pid
+        assert list(runtime._spares) == [spare]  # kept for runs with the default limits
 
 
 @pytest.mark.anyio

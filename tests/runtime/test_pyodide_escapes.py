@@ -292,6 +292,44 @@ return {
     denied(outcome, "EvalError")
 
 
+async def test_javascript_in_a_web_worker_has_no_more_permissions(pyodide: Any) -> None:
+    # A data: URL module runs arbitrary JS (code generation from strings is
+    # off, module loading is not): it must meet the same denials.
+    outcome = await probe(
+        pyodide,
+        """
+import asyncio
+source = (
+    "data:text/javascript,try { self.postMessage(String(Deno.readTextFileSync('/etc/passwd'))) }"
+    " catch (error) { self.postMessage('refused: ' + error) }"
+)
+worker = js.Worker.new(source, obj(type="module"))
+messages = []
+worker.onmessage = lambda event: messages.append(str(event.data))
+for _ in range(200):
+    if messages:
+        break
+    await asyncio.sleep(0.05)
+worker.terminate()
+return {"worker": messages[0] if messages else "no answer"}
+""",
+    )
+    denied(outcome, "NotCapable")
+
+
+async def test_a_web_worker_cannot_ask_for_more_permissions(pyodide: Any) -> None:
+    outcome = await probe(
+        pyodide,
+        """
+options = obj(type="module", deno=obj(permissions=obj(read=True, run=True, net=True)))
+worker = js.Worker.new("data:text/javascript,Deno.exit(3)", options)
+return "created"
+""",
+    )
+    assert not outcome.ok, outcome
+    assert outcome.result is None
+
+
 async def test_deno_exit_ends_the_run_as_crashed(pyodide: Any) -> None:
     outcome = await probe(pyodide, "print('bye')\njs.Deno.exit(0)\nreturn 'not reached'")
     assert outcome.kind == "crashed", outcome
