@@ -178,6 +178,41 @@ def run_command(
     raise typer.Exit(exit_code)
 
 
+@app.command("doctor")
+def doctor_command(
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Exit 1 when any OS isolation layer is unavailable.")
+    ] = False,
+) -> None:
+    """Report which isolation layers are active on this machine, and the Pyodide worker."""
+    from ._doctor import doctor_report
+
+    text, complete = doctor_report()
+    typer.echo(text)
+    if strict and not complete:
+        raise typer.Exit(1)
+
+
+runtime_app = typer.Typer(help="Manage worker runtimes.", no_args_is_help=True)
+app.add_typer(runtime_app, name="runtime")
+
+
+@runtime_app.command("install")
+def runtime_install_command(
+    name: Annotated[str, typer.Argument(help="The runtime to install: pyodide.")],
+    force: Annotated[bool, typer.Option("--force", help="Download and rebuild everything.")] = False,
+) -> None:
+    """Install a runtime's assets once (idempotent): Pyodide from the npm registry, and its snapshot."""
+    from runtime import InstallError, RuntimeUnavailableError, install_pyodide
+
+    if name != "pyodide":
+        fail(f"unknown runtime {name!r}: only pyodide needs installing")
+    try:
+        install_pyodide(force=force, say=typer.echo)
+    except (InstallError, RuntimeUnavailableError) as exc:
+        fail(str(exc), code=1)
+
+
 def _read_text(path: str) -> str:
     with open(path, encoding="utf-8") as handle:
         return handle.read()

@@ -13,14 +13,21 @@ from ._base import ToolAnswer as ToolAnswer
 from ._exceptions import RuntimeBackendError as RuntimeBackendError
 from ._exceptions import RuntimeUnavailableError as RuntimeUnavailableError
 from ._exceptions import WorkerStartError as WorkerStartError
+from ._install import InstallError as InstallError
+from ._install import install_pyodide as install_pyodide
 from ._pyodide import PyodideRuntime as PyodideRuntime
+from ._pyodide_assets import pyodide_status as pyodide_status
 from ._registry import get_runtime as get_runtime
+from ._sandbox import LayerStatus as LayerStatus
+from ._sandbox import probe_layers as probe_layers
 from ._subprocess import SubprocessRuntime as SubprocessRuntime
 
 __all__ = [
     "CallTool",
     "CancelSignal",
     "FailureKind",
+    "InstallError",
+    "LayerStatus",
     "Limits",
     "PyodideRuntime",
     "RunOutcome",
@@ -31,4 +38,7 @@ __all__ = [
     "ToolAnswer",
     "WorkerStartError",
     "get_runtime",
+    "install_pyodide",
+    "probe_layers",
+    "pyodide_status",
 ]

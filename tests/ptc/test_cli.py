@@ -218,3 +218,31 @@ def test_agent_loop_example() -> None:
     assert out.stdout.rstrip().endswith(
         "Done. The program said:\nRetry policy for outbound HTTP calls\nTimeouts and deadlines\n2"
     )
+
+
+# --------------------------------------------------------------------------- doctor, runtime install
+
+
+def test_doctor_reports_every_layer() -> None:
+    out = ptc("doctor", "--strict")
+    assert out.returncode == 0, out.stdout + out.stderr
+    for layer in (
+        "environment",
+        "user-namespace",
+        "network-namespace",
+        "mount-namespace",
+        "pid-namespace",
+        "privileges",
+        "rlimits",
+        "landlock",
+        "seccomp",
+    ):
+        line = next(line for line in out.stdout.splitlines() if line.strip().startswith(layer + " "))
+        assert " active " in line, line
+    assert "protects against:" in out.stdout
+    assert "Pyodide worker" in out.stdout and "usable" in out.stdout
+
+
+def test_runtime_install_unknown_name_exits_2() -> None:
+    out = ptc("runtime", "install", "nodejs")
+    assert out.returncode == 2 and "only pyodide needs installing" in out.stderr
