@@ -271,9 +271,11 @@ async def test_concurrent_tool_calls_overlap(runtime: Runtime) -> None:
     assert outcome.ok, outcome.message
     assert outcome.result == list(range(100))
     assert outcome.tool_calls == 100
+    # All 100 were in flight at once: the proof of overlap. The wall-clock bound
+    # only rules out serial execution (5 s), with room for a loaded machine;
+    # the speed itself is measured in tests/benchmarks, not asserted here.
     assert tools.max_in_flight == 100
-    # 100 sequential calls would take 5 s; overlapping ones about 50 ms.
-    assert elapsed < 1.5, elapsed
+    assert elapsed < 4.0, elapsed
 
 
 async def test_tool_failure_raises_tool_call_error(runtime: Runtime) -> None:
