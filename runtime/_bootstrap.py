@@ -19,6 +19,7 @@ import builtins
 import io
 import itertools
 import linecache
+import marshal
 import os
 import socket
 import sys
@@ -39,6 +40,7 @@ __all__ = [
     "ToolCallError",
     "Tools",
     "WorkerSettings",
+    "compile_for_worker",
     "compile_program",
     "format_program_exception",
     "serve",
@@ -318,25 +320,36 @@ class _LogWriter(io.TextIOBase):
 
 
 class _Run:
-    """One program run: the channel, the pending tool calls and the limits."""
+    """One program run: the channel, the pending tool calls and the limits.
+
+    Created (with the event loop running and the channel's reader registered)
+    before the worker says "ready", so a run frame is picked up by a warm loop.
+    """
 
     def __init__(
         self,
         sock: socket.socket,
         loop: asyncio.AbstractEventLoop,
-        frame: dict[str, Any],
+        settings: WorkerSettings,
+        guard: Callable[[], None] | None,
     ) -> None:
         self.sock = sock
         self.loop = loop
-        self.decoder = FrameDecoder(int(frame["max_message_bytes"]))
-        self.max_output = int(frame["max_output_bytes"])
-        self.max_message = int(frame["max_message_bytes"])
-        self.max_calls = int(frame["max_tool_calls"])
+        self.settings = settings
+        self.guard = guard
+        # The run frame itself comes from the host: it is not limited.
+        self.decoder = FrameDecoder(1 << 30)
+        self.max_output = 1 << 62
+        self.max_message = 1 << 30
+        self.max_calls = 0
         self.output = 0
         self.calls = 0
         self.pending: dict[int, tuple[asyncio.Future[Any], str]] = {}
         self.outbox: list[bytes] = []
         self.writer = _LogWriter(self)
+        self.run_frame: dict[str, Any] | None = None
+        self.task: asyncio.Task[Any] | None = None
+        self.setup_error: BaseException | None = None
 
     # -- sending -------------------------------------------------------------------
 
@@ -434,7 +447,10 @@ class _Run:
             os._exit(EXIT_HOST_GONE)
         if not data:
             os._exit(EXIT_HOST_GONE)
-        for payload in self.decoder.feed(data):
+        payloads = self.decoder.feed(data)
+        if self.task is None:
+            payloads = self.start_from(payloads)
+        for payload in payloads:
             frame = orjson.loads(payload)
             entry = self.pending.pop(frame["id"], None)
             if entry is None or entry[0].done():
@@ -446,6 +462,66 @@ class _Run:
                 future.set_exception(ToolCallError(name, frame["message"]))
 
     # -- the program ---------------------------------------------------------------
+
+    def start_from(self, payloads: list[bytes]) -> list[bytes]:
+        """Take the run frame (and the compiled program) off ``payloads``; start the run."""
+        index = 0
+        try:
+            while self.task is None and index < len(payloads):
+                payload = payloads[index]
+                index += 1
+                if self.run_frame is None:
+                    self.run_frame = orjson.loads(payload)
+                    if not self.run_frame.get("compiled"):
+                        self.start(self.run_frame, None)
+                else:
+                    self.start(self.run_frame, payload)
+        except BaseException as exc:  # not the program's: the worker failed to set up
+            self.setup_error = exc
+            self.loop.stop()
+            return []
+        return payloads[index:]
+
+    def start(self, frame: dict[str, Any], compiled_bytes: bytes | None) -> None:
+        settings = self.settings
+        self.max_output = int(frame["max_output_bytes"])
+        self.max_message = int(frame["max_message_bytes"])
+        self.max_calls = int(frame["max_tool_calls"])
+        self.decoder = FrameDecoder(self.max_message)
+        code: str = frame["code"]
+        tools = Tools({name: _Binding(self, name) for name in frame["tools"]})
+        sys.stdout = sys.stderr = self.writer
+        linecache.cache[PROGRAM_FILENAME] = (
+            len(code),
+            None,
+            code.splitlines(True),
+            PROGRAM_FILENAME,
+        )
+        compiled: CodeType | None = None
+        if compiled_bytes:
+            # Compiled by the host (the trusted side) with this same interpreter.
+            loaded = marshal.loads(compiled_bytes)
+            if type(loaded) is CodeType:
+                compiled = loaded
+        if compiled is None:
+            try:
+                compiled = _compile(code, settings)
+            except SyntaxError as exc:
+                self.fail("syntax", _syntax_message(exc))
+            except MemoryError:
+                self.fail("memory", "MemoryError: the program is too large to compile")
+            except RecursionError:
+                self.fail("syntax", "SyntaxError: the program is nested too deeply to compile")
+        namespace = _program_globals(tools, settings)
+        exec(compiled, namespace)
+        main = namespace.pop("<module>")
+        if self.guard is not None:
+            self.guard()
+        self.task = task = self.loop.create_task(self.execute(main))
+        task.add_done_callback(self.on_done)
+
+    def on_done(self, task: asyncio.Task[Any]) -> None:
+        self.loop.stop()
 
     async def execute(self, main: Callable[[], Any]) -> Any:
         return await main()
@@ -472,17 +548,6 @@ class _Run:
         os._exit(0)
 
 
-def _recv_frame(sock: socket.socket, decoder: FrameDecoder) -> dict[str, Any]:
-    while True:
-        data = sock.recv(_RECV_BYTES)
-        if not data:
-            os._exit(EXIT_HOST_GONE)
-        payloads = decoder.feed(data)
-        if payloads:
-            frame: dict[str, Any] = orjson.loads(payloads[0])
-            return frame
-
-
 def _program_globals(tools: Tools, settings: WorkerSettings) -> dict[str, Any]:
     namespace: dict[str, Any] = {
         "__name__": "__main__",
@@ -504,33 +569,31 @@ def serve(
     layers: list[list[Any]],
     settings: WorkerSettings,
 ) -> NoReturn:
-    """Announce readiness, run the one program the host sends, report, exit."""
+    """Announce readiness, run the one program the host sends, report, exit.
+
+    The event loop already runs (with the channel's reader) while the worker
+    waits as a spare: the run frame starts the program from the reader.
+    """
     asyncio.set_event_loop(loop)
     guard = _import_guard(settings)
     _prewarm(loop)
-    sock.sendall(encode_frame({"type": "ready", "layers": layers}))
-    frame = _recv_frame(sock, FrameDecoder(1 << 30))
-    run = _Run(sock, loop, frame)
-    code: str = frame["code"]
-    tools = Tools({name: _Binding(run, name) for name in frame["tools"]})
-    sys.stdout = sys.stderr = run.writer
-    linecache.cache[PROGRAM_FILENAME] = (len(code), None, code.splitlines(True), PROGRAM_FILENAME)
-    try:
-        compiled = _compile(code, settings)
-    except SyntaxError as exc:
-        run.fail("syntax", _syntax_message(exc))
-    except MemoryError:
-        run.fail("memory", "MemoryError: the program is too large to compile")
-    except RecursionError:
-        run.fail("syntax", "SyntaxError: the program is nested too deeply to compile")
-    namespace = _program_globals(tools, settings)
-    exec(compiled, namespace)
-    main = namespace.pop("<module>")
-    if guard is not None:
-        guard()
+    run = _Run(sock, loop, settings, guard)
     loop.add_reader(sock.fileno(), run.on_readable)
+    sock.sendall(encode_frame({"type": "ready", "layers": layers}))
+    escaped: BaseException | None = None
     try:
-        value = loop.run_until_complete(run.execute(main))
+        loop.run_forever()
+    except BaseException as exc:  # SystemExit and the like, out of the program's task
+        escaped = exc
+    if run.setup_error is not None:
+        raise run.setup_error
+    try:
+        if escaped is not None:
+            raise escaped
+        task = run.task
+        if task is None or not task.done():
+            raise RuntimeError("Event loop stopped before Future completed.")
+        value = task.result()
     except MemoryError:
         run.fail("memory", _memory_message())
     except BaseException as exc:  # the program's failure, whatever it raised
@@ -557,7 +620,7 @@ def _prewarm(loop: asyncio.AbstractEventLoop) -> None:
         return value
 
     namespace: dict[str, Any] = {"__builtins__": builtins, "_f": echo, _NOTHING_NAME: _NOTHING}
-    exec(compile_program(_PREWARM_CODE), namespace)
+    exec(marshal.loads(marshal.dumps(compile_program(_PREWARM_CODE))), namespace)
     stdout = sys.stdout
     sys.stdout = io.StringIO()
     try:
@@ -573,11 +636,27 @@ def _memory_message() -> str:
 
 
 def _compile(code: str, settings: WorkerSettings) -> CodeType:
-    if settings.restricted:
+    return _compile_source(code, restricted=settings.restricted)
+
+
+def _compile_source(code: str, *, restricted: bool) -> CodeType:
+    if restricted:
         from ._restricted import compile_restricted_program
 
         return compile_restricted_program(code, PROGRAM_FILENAME)
     return compile_program(code)
+
+
+def compile_for_worker(code: str, *, restricted: bool) -> bytes | None:
+    """Compile ``code`` as a worker would, for a worker of this same interpreter.
+
+    Returns the code object as marshal bytes, or ``None`` when it does not
+    compile here: the worker then compiles the source itself and reports why.
+    """
+    try:
+        return marshal.dumps(_compile_source(code, restricted=restricted))
+    except Exception:  # SyntaxError, RecursionError, MemoryError...: the worker's to report
+        return None
 
 
 def _import_guard(settings: WorkerSettings) -> Callable[[], None] | None:

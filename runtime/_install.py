@@ -6,7 +6,8 @@ integrity, unpacks only the files a worker needs into
 ``<cache>/pyodide/<version>/`` and builds the memory snapshot there. Nothing is
 ever downloaded at run time, and nothing from a CDN.
 
-Run it as ``python -m runtime._install pyodide`` until the CLI wires it.
+The CLI runs it as ``ptc runtime install pyodide [--force]``; without the CLI,
+``python -m runtime._install pyodide`` does the same.
 """
 
 from __future__ import annotations

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -36,6 +38,7 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _START_TIMEOUT = 60.0
 _STOP_TIMEOUT = 5.0
 _REPLY_BYTES = 4096
+_MAGIC = importlib.util.MAGIC_NUMBER.hex()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,6 +127,8 @@ class _Zygote:
         self.tmp = tmp
         self.alive = True
         self.closing = False
+        # Whether code objects compiled here run unchanged in its workers.
+        self.compiles_like_host = False
 
     @classmethod
     async def start(
@@ -169,8 +174,12 @@ class _Zygote:
             with anyio.fail_after(_START_TIMEOUT):
                 await anyio.wait_readable(ours)
             hello = ours.recv(_REPLY_BYTES)
-            if not hello or "ready" not in orjson.loads(hello):
+            greeting = orjson.loads(hello) if hello else None
+            if type(greeting) is not dict or "ready" not in greeting:
                 raise WorkerStartError(f"the zygote did not start (got {hello[:80]!r})")
+            zygote.compiles_like_host = (
+                greeting.get("magic") == _MAGIC and greeting.get("optimize") == sys.flags.optimize
+            )
         except BaseException as exc:
             await zygote.aclose()
             if isinstance(exc, TimeoutError):
@@ -204,8 +213,9 @@ class _Zygote:
                 break
             reply = orjson.loads(message)
             if len(fds) == 2 and "pid" in reply:
-                sock = socket.socket(fileno=fds[0])
-                os.set_blocking(fds[1], False)
+                # Both already non-blocking (the zygote did it); naming the
+                # socket's kind spares the system calls that would detect it.
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fds[0])
                 replies.append((reply["id"], Worker(reply["pid"], sock, fds[1])))
             else:
                 for fd in fds:
@@ -266,6 +276,12 @@ class WorkerPool:
     def zygote_pid(self) -> int | None:
         return None if self._zygote is None else self._zygote.process.pid
 
+    @property
+    def compiles_like_host(self) -> bool:
+        """Whether the workers run code objects compiled in this process unchanged."""
+        zygote = self._zygote
+        return zygote is not None and zygote.compiles_like_host
+
     async def start(self) -> None:
         """Start the zygote (if needed) and ask for the spares."""
         await self._ensure_zygote()
@@ -276,6 +292,16 @@ class WorkerPool:
         Raises:
             WorkerStartError: the zygote cannot be started, keeps dying or hangs.
         """
+        zygote = self._zygote
+        if zygote is not None and zygote.alive and self._target and key == self._default_key:
+            # The common case, without a timeout scope: a spare is ready.
+            try:
+                self._collect(zygote)
+            except _ZygoteDied:
+                pass
+            else:
+                if self._spares:
+                    return self._spares.popleft()
         for attempt in range(2):
             zygote = await self._ensure_zygote()
             try:

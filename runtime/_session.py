@@ -14,7 +14,7 @@ import math
 import os
 import signal
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -25,13 +25,16 @@ from ._base import CallTool, CancelSignal, FailureKind, Limits, RunOutcome, Tool
 from ._bootstrap import EXIT_HOST_GONE, EXIT_INTERNAL, EXIT_MEMORY
 from ._channel import ChannelClosed, FrameChannel
 from ._pool import Worker
-from ._protocol import ProtocolError, encode_frame, parse_worker_frame
+from ._protocol import HEADER, ProtocolError, encode_frame, parse_worker_frame
 
 __all__ = ["drive_run"]
 
 # After the channel closed without a final frame: how long the zygote gets to
 # report the exit status before the worker is killed (and then reported).
 _STATUS_GRACE = 1.0
+# Answerer tasks kept idle for the next calls; beyond this, one that finishes
+# leaves at once instead of costing a wake-up when the run ends.
+_MAX_IDLE_ANSWERERS = 8
 
 
 async def drive_run(
@@ -42,10 +45,16 @@ async def drive_run(
     call_tool: CallTool,
     limits: Limits,
     cancel: CancelSignal | None,
+    compile_program: Callable[[str], bytes | None] | None = None,
 ) -> RunOutcome:
-    """Run ``code`` on ``worker`` and return its outcome; the caller kills the worker."""
+    """Run ``code`` on ``worker`` and return its outcome; the caller kills the worker.
+
+    ``compile_program``, when given, compiles ``code`` for the worker here (its
+    bytes follow the run frame; ``None`` leaves compiling, and reporting why it
+    fails, to the worker). It runs while the worker wakes up.
+    """
     session = _Session(worker, tool_names, call_tool, limits)
-    return await session.run(code, cancel)
+    return await session.run(code, cancel, compile_program)
 
 
 class _Session:
@@ -86,17 +95,23 @@ class _Session:
     def failure(self, kind: FailureKind, message: str) -> RunOutcome:
         return RunOutcome(kind=kind, message=message, logs=self.logs, tool_calls=self.calls)
 
-    async def run(self, code: str, cancel: CancelSignal | None) -> RunOutcome:
-        run_frame = encode_frame(
-            {
-                "type": "run",
-                "code": code,
-                "tools": sorted(self.tool_names),
-                "max_output_bytes": self.limits.max_output_bytes,
-                "max_tool_calls": self.limits.max_tool_calls,
-                "max_message_bytes": self.limits.max_message_bytes,
-            }
-        )
+    async def run(
+        self,
+        code: str,
+        cancel: CancelSignal | None,
+        compile_program: Callable[[str], bytes | None] | None,
+    ) -> RunOutcome:
+        fields: dict[str, Any] = {
+            "type": "run",
+            "code": code,
+            "tools": sorted(self.tool_names),
+            "max_output_bytes": self.limits.max_output_bytes,
+            "max_tool_calls": self.limits.max_tool_calls,
+            "max_message_bytes": self.limits.max_message_bytes,
+        }
+        if compile_program is not None:
+            fields["compiled"] = True
+        run_frame = encode_frame(fields)
         outcome: RunOutcome | None = None
         signalled = False
         async with anyio.create_task_group() as calls:
@@ -109,7 +124,7 @@ class _Session:
 
                 dispose = cancel.add_listener(on_cancel) if cancel is not None else None
                 try:
-                    outcome = await self.converse(run_frame, calls)
+                    outcome = await self.converse(run_frame, code, compile_program, calls)
                 except ProtocolError as exc:
                     outcome = self.failure("protocol", f"the worker broke the protocol: {exc}")
                 finally:
@@ -131,12 +146,21 @@ class _Session:
             "timeout", f"the run exceeded its wall-clock limit of {self.limits.timeout:g} s"
         )
 
-    async def converse(self, run_frame: bytes, calls: anyio.abc.TaskGroup) -> RunOutcome:
+    async def converse(
+        self,
+        run_frame: bytes,
+        code: str,
+        compile_program: Callable[[str], bytes | None] | None,
+        calls: anyio.abc.TaskGroup,
+    ) -> RunOutcome:
         channel = self.channel
         # Pipelined: the worker reads it after "ready". If the worker is already
         # gone, what it wrote before is still read below.
         with contextlib.suppress(ChannelClosed):
             await channel.send(run_frame)
+            if compile_program is not None:
+                compiled = compile_program(code) or b""
+                await channel.send(HEADER.pack(len(compiled)) + compiled)
         payload = await channel.receive()
         if payload is None:
             return await self.lost()
@@ -214,7 +238,7 @@ class _Session:
             if self.queued_calls:
                 await self.answer(*self.queued_calls.popleft())
                 continue
-            if self.answerers_done:
+            if self.answerers_done or len(self.idle_answerers) >= _MAX_IDLE_ANSWERERS:
                 return
             wake_up = anyio.Event()
             self.idle_answerers.append(wake_up)
@@ -264,7 +288,9 @@ class _Session:
                 }
             )
         with contextlib.suppress(ChannelClosed):  # the main loop sees the worker go
-            await self.channel.send(data)
+            # With other calls in flight, answers finishing in the same loop
+            # turn share one write (and one wake-up of the worker).
+            await self.channel.send(data, batch=self.busy_answerers > 1)
 
     async def lost(self) -> RunOutcome:
         """The channel closed without a final frame: find out how the worker ended."""

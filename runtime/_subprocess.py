@@ -10,12 +10,14 @@ host as well, so a worker that ignores them is killed.
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from collections.abc import Collection, Iterable, Sequence
 from typing import Final, Literal
 
 from ._base import CallTool, CancelSignal, Limits, RunOutcome, Runtime
+from ._bootstrap import compile_for_worker
 from ._pool import SandboxKey, WorkerPool
 from ._session import drive_run
 
@@ -27,6 +29,9 @@ LAYERS: Final[frozenset[str]] = frozenset({"namespaces", "seccomp", "landlock"})
 _MAX_OPEN_FILES: Final = 64
 # Modules the bootstrap itself needs in every worker.
 _BOOTSTRAP_MODULES: Final = ("asyncio",)
+# Programs up to this size are compiled on the host (cheaper than in a worker
+# that just woke up); bigger ones would hold up the host's event loop.
+_HOST_COMPILE_MAX_CHARS: Final = 16_384
 
 
 def _default_allowed_modules() -> frozenset[str] | None:
@@ -78,6 +83,7 @@ class SubprocessRuntime(Runtime):
             raise ValueError(f"spares must be >= 0, got {spares}")
         self._limits = limits if limits is not None else Limits()
         self._layers = chosen
+        self._compile = functools.partial(compile_for_worker, restricted=restricted)
         self._strict = strict
         allowed = (
             _default_allowed_modules() if allowed_modules is None else frozenset(allowed_modules)
@@ -131,6 +137,11 @@ class SubprocessRuntime(Runtime):
         if cancel is not None and cancel.aborted:
             return RunOutcome.failure("cancelled", "the run was cancelled before it started")
         worker = await self._pool.acquire(self._key(limits))
+        compile_program = (
+            self._compile
+            if len(code) <= _HOST_COMPILE_MAX_CHARS and self._pool.compiles_like_host
+            else None
+        )
         try:
             return await drive_run(
                 worker,
@@ -139,6 +150,7 @@ class SubprocessRuntime(Runtime):
                 call_tool=call_tool,
                 limits=limits,
                 cancel=cancel,
+                compile_program=compile_program,
             )
         finally:
             self._pool.release(worker)

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import gc
 import importlib
+import importlib.util
 import json
 import os
 import select
@@ -114,7 +115,16 @@ class _Zygote:
     def serve(self) -> NoReturn:
         signal.signal(signal.SIGCHLD, lambda signum, frame: None)
         signal.set_wakeup_fd(self.wake_w)
-        self.ctl.send(orjson.dumps({"ready": os.getpid()}))
+        # What the host needs to compile programs for the workers itself.
+        self.ctl.send(
+            orjson.dumps(
+                {
+                    "ready": os.getpid(),
+                    "magic": importlib.util.MAGIC_NUMBER.hex(),
+                    "optimize": sys.flags.optimize,
+                }
+            )
+        )
         while True:
             readable, _, _ = select.select([self.ctl.fileno(), self.wake_r], [], [])
             if self.wake_r in readable:
@@ -183,6 +193,9 @@ class _Zygote:
             os.setpgid(pid, pid)  # also done by the child: whichever runs first wins
         child_end.close()
         status_r, status_w = os.pipe()
+        # Non-blocking for the host, set here so the host needs no system call.
+        host_end.setblocking(False)
+        os.set_blocking(status_r, False)
         self.children[pid] = (status_w, workdir)
         try:
             socket.send_fds(

@@ -364,7 +364,10 @@ class _Run:
 
     def queue(self, data: bytes) -> None:
         if not self.outbox:
-            self.loop.call_soon(self.flush)
+            if _READY is not None:
+                _READY.defer(self.flush)
+            else:
+                self.loop.call_soon(self.flush)
         self.outbox += len(data).to_bytes(4, "big")
         self.outbox += data
 
@@ -403,16 +406,16 @@ class _Run:
             self.send({"type": "log", "text": chunk.encode("utf-8", "backslashreplace").decode()})
 
     def call(self, name: str, args: Any) -> asyncio.Future[Any]:
+        call_id = self.calls + 1
         try:
             check_json(args)
-            self.calls += 1
-            call_id = self.calls
-            data = dumps({"type": "call", "id": call_id, "name": name, "args": args})
-        except (NotJsonError, ValueError, RecursionError) as exc:
+            frame = {"type": "call", "id": call_id, "name": name, "args": args}
+            encoded = dumps(frame).encode()
+        except (NotJsonError, ValueError, RecursionError) as exc:  # UnicodeEncodeError too
             raise TypeError(f"arguments of tool {name!r} are not JSON: {exc}") from None
+        self.calls = call_id
         if call_id > self.max_calls:
             self.fail("tool_call_limit", f"the program made more than {self.max_calls} tool calls")
-        encoded = data.encode()
         if len(encoded) > self.max_message:
             raise ToolCallError(
                 name, f"arguments are {len(encoded)} bytes, over the limit of {self.max_message}"
@@ -440,11 +443,11 @@ class _Run:
         try:
             check_json(value)
             data = dumps({"type": "done", "result": value})
-        except (NotJsonError, ValueError, RecursionError) as exc:
+            size = len(data.encode())
+        except (NotJsonError, ValueError, RecursionError) as exc:  # UnicodeEncodeError too
             message = f"TypeError: the program's return value is not lossless JSON: {exc}"
             self.finish({"type": "error", "kind": "exception", "message": message})
             return
-        size = len(data.encode())
         if size > self.max_message or self.output + size > self.max_output:
             message = f"the program's result ({size} bytes) exceeds the output limit"
             self.finish({"type": "error", "kind": "output_limit", "message": message})
@@ -519,6 +522,15 @@ class _Worker:
         self.task: asyncio.Future[None] | None = None
 
     def receive(self, text: str) -> None:
+        if _READY is None:
+            self._receive(text)
+            return
+        # What the frame makes ready (the task awaiting an answer) runs now,
+        # not in another trip through the JS event loop.
+        with _READY.holding():
+            self._receive(text)
+
+    def _receive(self, text: str) -> None:
         frame = json.loads(text)
         kind = frame.get("type")
         if kind == "answer" and self.run is not None:
@@ -536,8 +548,12 @@ class _ReadyQueue:
     switch stacks (JSPI); that costs hundreds of microseconds per task step.
     Here ready handles wait in a deque and one persistent JS callable runs them
     in batches, scheduled through ``worker.js`` (a microtask, a macrotask now
-    and then so frames keep being read).
+    and then so frames keep being read). A host frame's handler runs the
+    batches it made ready at once (:meth:`run_inline`), and callbacks deferred
+    with :meth:`defer` (the outgoing frames) run at the end of each batch.
     """
+
+    _INLINE_ROUNDS = 64
 
     def __init__(self, loop: Any, schedule: Callable[[object, int], object]) -> None:
         from pyodide.ffi import create_proxy  # type: ignore[import-not-found, unused-ignore]
@@ -545,7 +561,10 @@ class _ReadyQueue:
         self._loop = loop
         self._schedule = schedule
         self._ready: collections.deque[asyncio.Handle] = collections.deque()
+        self._deferred: list[Callable[[], object]] = []
         self._pending = False
+        self._inline = False
+        self._in_batch = False
         self._run_proxy = create_proxy(self._run)
 
     def call_soon(
@@ -553,30 +572,75 @@ class _ReadyQueue:
     ) -> asyncio.Handle:
         handle = asyncio.Handle(callback, args, self._loop, context=context)
         self._ready.append(handle)
-        if not self._pending:
+        self._wake()
+        return handle
+
+    def defer(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` once the current batch is done (or soon, outside one)."""
+        if self._in_batch:
+            self._deferred.append(callback)
+        else:
+            self.call_soon(callback)
+
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[None]:
+        """Collect what becomes ready in the block, then :meth:`run_inline` it."""
+        self._inline = True
+        try:
+            yield
+        finally:
+            self._inline = False
+        self.run_inline()
+
+    def run_inline(self) -> None:
+        """Run what is ready now, a bounded number of rounds; schedule the rest."""
+        self._inline = True
+        try:
+            for _ in range(self._INLINE_ROUNDS):
+                if not self._ready:
+                    break
+                self._batch()
+        finally:
+            self._inline = False
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._ready and not self._pending and not self._inline:
             self._pending = True
             self._schedule(self._run_proxy, 0)
-        return handle
 
     def _run(self) -> None:
         self._pending = False
+        self._batch()
+        self._wake()
+
+    def _batch(self) -> None:
         loop = self._loop
         loop._install_running_loop()
         loop._install_asyncgen_hooks()
         ready = self._ready
-        for _ in range(len(ready)):  # handles queued meanwhile run in the next batch
-            handle = ready.popleft()
-            if handle.cancelled():
-                continue
-            # SystemExit/KeyboardInterrupt re-raised by a task: the task holds it too.
-            with contextlib.suppress(BaseException):
-                handle._run()
-        if ready and not self._pending:
-            self._pending = True
-            self._schedule(self._run_proxy, 0)
+        self._in_batch = True
+        try:
+            for _ in range(len(ready)):  # handles queued meanwhile run in the next batch
+                handle = ready.popleft()
+                if handle.cancelled():
+                    continue
+                # SystemExit/KeyboardInterrupt re-raised by a task: the task holds it too.
+                with contextlib.suppress(BaseException):
+                    handle._run()
+        finally:
+            self._in_batch = False
+        deferred, self._deferred = self._deferred, []
+        for callback in deferred:
+            with contextlib.suppress(Exception):
+                callback()
+
+
+_READY: _ReadyQueue | None = None
 
 
 def _install_ready_queue(schedule: Any) -> None:
+    global _READY
     loop = asyncio.get_event_loop()
     if not all(
         hasattr(loop, name) for name in ("_install_running_loop", "_install_asyncgen_hooks")
@@ -585,6 +649,7 @@ def _install_ready_queue(schedule: Any) -> None:
     queue = _ReadyQueue(loop, schedule)
     loop.call_soon = queue.call_soon  # type: ignore[method-assign]
     loop.call_soon_threadsafe = queue.call_soon  # type: ignore[method-assign]
+    _READY = queue
 
 
 _WARM_UP_PROGRAM = """
@@ -614,8 +679,15 @@ def warm_up() -> None:
         return
     check_json(value)
     json.loads(dumps({"type": "done", "result": value}))
-    future: asyncio.Future[Any] = asyncio.get_event_loop().create_future()
-    future.set_result(value)
+    # One tool call through a throwaway channel whose frames go nowhere.
+    limits = {"max_output_bytes": 1 << 20, "max_message_bytes": 1 << 20, "max_tool_calls": 8}
+    channel = _Run(lambda frame: None, limits)
+    pending = channel.call("warm_up", {"query": "x", "values": [1, 2.5, None, True]})
+    channel.flush()
+    answer = {"type": "answer", "id": channel.calls, "ok": True, "value": value}
+    channel.answer(json.loads(dumps(answer)))
+    pending.result()
+    channel.finished = True
 
 
 def attach(send: Send, layers: str, schedule: object = None) -> Callable[[str], None]:

@@ -9,7 +9,7 @@ when Deno or its assets are missing). A new backend adds one entry to
 
 from __future__ import annotations
 
-import importlib.util
+import os
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -32,21 +32,30 @@ pytestmark = pytest.mark.anyio
 MiB = 1024 * 1024
 
 
-def _pyodide_available() -> bool:
+def _pyodide_missing() -> str | None:
+    """Why the Pyodide worker cannot run here, or None. CI must have it: never skip there."""
+    from runtime._pyodide_assets import PyodideNotInstalledError, locate_pyodide
+
     try:
-        return importlib.util.find_spec("runtime._pyodide") is not None
-    except ImportError:
-        return False
+        locate_pyodide()
+    except PyodideNotInstalledError as exc:
+        if os.environ.get("CI"):
+            raise
+        return str(exc)
+    return None
 
 
+_PYODIDE_MISSING = _pyodide_missing()
 _BACKENDS: list[Any] = [
     pytest.param(lambda: SubprocessRuntime(), id="subprocess"),
     pytest.param(lambda: SubprocessRuntime(layers=()), id="subprocess-no-layers"),
+    pytest.param(
+        lambda: get_runtime("pyodide"),
+        id="pyodide",
+        marks=[pytest.mark.pyodide]
+        + ([pytest.mark.skip(reason=_PYODIDE_MISSING)] if _PYODIDE_MISSING else []),
+    ),
 ]
-if _pyodide_available():
-    _BACKENDS.append(
-        pytest.param(lambda: get_runtime("pyodide"), id="pyodide", marks=pytest.mark.pyodide)
-    )
 
 
 @pytest.fixture(scope="module")

@@ -495,3 +495,60 @@ async def test_a_tool_answer_that_is_not_json_fails_that_call_only() -> None:
     assert outcome.ok, outcome.message
     assert "not JSON" in outcome.result[0]
     assert outcome.result[1] == "ok"
+
+
+@pytest.mark.anyio
+@pytest.mark.pyodide
+async def test_a_worker_that_dies_while_starting_ends_the_run_as_crashed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with open_runtime(spares=0) as real:
+        install = real.install
+    fake = tmp_path / "deno"
+    fake.write_text("#!/bin/sh\necho 'cannot load pyodide' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PTC_DENO", str(fake))
+    from runtime._pyodide import PyodideRuntime
+
+    async with PyodideRuntime(spares=0, cache_dir=install.assets.parent.parent) as runtime:
+        outcome = await runtime.run("return 1", tool_names=[], call_tool=ToolBox())
+    assert outcome.kind == "crashed", outcome
+    assert "cannot load pyodide" in outcome.message
+
+
+@pytest.mark.anyio
+@pytest.mark.pyodide
+async def test_an_unstartable_deno_is_an_infrastructure_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runtime import WorkerStartError
+    from runtime._pyodide import PyodideRuntime
+
+    async with open_runtime(spares=0) as real:
+        install = real.install
+    fake = tmp_path / "deno"
+    fake.write_text("not a program")
+    fake.chmod(0o644)
+    monkeypatch.setenv("PTC_DENO", str(fake))
+    async with PyodideRuntime(spares=0, cache_dir=install.assets.parent.parent) as runtime:
+        with pytest.raises(WorkerStartError, match="cannot start Deno"):
+            await runtime.run("return 1", tool_names=[], call_tool=ToolBox())
+
+
+@pytest.mark.anyio
+@pytest.mark.pyodide
+async def test_unencodable_arguments_fail_that_call_only() -> None:
+    async with open_runtime(spares=0) as runtime:
+        outcome = await runtime.run(
+            "try:\n"
+            "    await tools.echo({'text': 'a\\ud800'})\n"
+            "except TypeError as exc:\n"
+            "    first = str(exc)\n"
+            "return [first, await tools.echo({'n': 1})]",
+            tool_names=["echo"],
+            call_tool=ToolBox(),
+        )
+    assert outcome.ok, outcome.message
+    assert "not JSON" in outcome.result[0]
+    assert outcome.result[1] == {"n": 1}
+    assert outcome.tool_calls == 1
