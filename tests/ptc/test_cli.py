@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -237,7 +238,9 @@ def test_doctor_reports_every_layer() -> None:
         "landlock",
         "seccomp",
     ):
-        line = next(line for line in out.stdout.splitlines() if line.strip().startswith(layer + " "))
+        line = next(
+            line for line in out.stdout.splitlines() if line.strip().startswith(layer + " ")
+        )
         assert " active " in line, line
     assert "protects against:" in out.stdout
     assert "Pyodide worker" in out.stdout and "usable" in out.stdout
@@ -246,3 +249,40 @@ def test_doctor_reports_every_layer() -> None:
 def test_runtime_install_unknown_name_exits_2() -> None:
     out = ptc("runtime", "install", "nodejs")
     assert out.returncode == 2 and "only pyodide needs installing" in out.stderr
+
+
+def _pyodide_unusable() -> bool:
+    # In CI the worker must be installed (never skip there); elsewhere say why it is skipped.
+    from runtime import pyodide_status
+
+    return not os.environ.get("CI") and pyodide_status()["usable"] != "yes"
+
+
+@pytest.mark.pyodide
+@pytest.mark.skipif(_pyodide_unusable(), reason="Pyodide not installed: ptc runtime install pyodide")
+@pytest.mark.parametrize(
+    ("program", "expected"),
+    [
+        ("fanout_search.py", {"queries": 4, "distinct_docs": 3}),
+        ("triage_workflow.py", {"triaged": [1], "created": 4}),
+        (
+            "handle_errors.py",
+            {
+                "found": ["Timeouts and deadlines", "Caching guidelines"],
+                "missing": ["get_doc: no doc with id 'no-such-doc'"],
+            },
+        ),
+    ],
+)
+def test_run_examples_on_the_pyodide_worker(program: str, expected: object) -> None:
+    out = ptc(
+        "run",
+        f"examples/programs/{program}",
+        "--tools",
+        "examples/tools.py",
+        "--runtime",
+        "pyodide",
+        "--json",
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert json.loads(out.stdout)["value"]["result"] == expected
