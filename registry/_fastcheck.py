@@ -118,6 +118,10 @@ def compile_fast_check(schema: object, depth: int = 0) -> Check | None:
         return lambda v: True
     if len(checks) == 1:
         return checks[0]
+    if len(checks) == 2:
+        # The common shape (a type plus properties): no generator per call.
+        first, second = checks
+        return lambda v: first(v) and second(v)
     return lambda v: all(c(v) for c in checks)
 
 

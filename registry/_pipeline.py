@@ -24,7 +24,6 @@ from ._exceptions import (
 from ._json import NotJsonError, dumps_pretty, snapshot_json
 from ._policy import Accept, Allow, Ask, Block, Cancel, Deny, GuardDenial, PostDecision, PreDecision
 from ._signal import AbortSignal
-from ._timeout import timeout_wrapper
 from ._types import (
     ContentBlock,
     DispatchExecution,
@@ -84,11 +83,8 @@ class _Run:
         # The validated arguments, private to the pipeline: a listener that mutates
         # ``execution.arguments`` cannot change (or invalidate) what the body runs with.
         # With no listener to see the execution first, the snapshot is already private.
-        seen_by_policy = (
-            policy.pre or policy.guards or any(w is not timeout_wrapper for w in policy.wrappers)
-        )
         self.arguments = (
-            snapshot_json(execution.arguments) if seen_by_policy else execution.arguments
+            snapshot_json(execution.arguments) if policy.sees_execution_first else execution.arguments
         )
         self.body_started = False
         self.ctx: ToolRunContext | None = None
@@ -263,7 +259,7 @@ async def _dispatch(run: _Run) -> ToolResult:
     wrappers = run.policy.wrappers
     if run.compiled.definition.timeout is None:
         # The built-in timeout wrapper has nothing to enforce: skip its frame.
-        wrappers = tuple(w for w in wrappers if w is not timeout_wrapper)
+        wrappers = run.policy.wrappers_without_timeout
     if not wrappers:
         return await _invoke_body(run, run.execution.signal)
     dispatch = DispatchExecution(run.execution)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ Disposer = Callable[[], None]
 F = TypeVar("F", bound="ToolFunction")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class PolicySet:
     """The hooks that apply to calls in one scope, in registration order."""
 
@@ -45,6 +46,16 @@ class PolicySet:
     wrappers: tuple[WrapperFn, ...]
     post: tuple[PostExecuteFn, ...]
     observers: tuple[ResultObserver, ...]
+
+    @functools.cached_property
+    def wrappers_without_timeout(self) -> tuple[WrapperFn, ...]:
+        """The wrappers for a tool with no ``timeout`` (the built-in one has nothing to do)."""
+        return tuple(w for w in self.wrappers if w is not timeout_wrapper)
+
+    @functools.cached_property
+    def sees_execution_first(self) -> bool:
+        """Whether any hook sees (and could mutate) an execution before its body runs."""
+        return bool(self.pre or self.guards or self.wrappers_without_timeout)
 
 
 class ToolRegistry:

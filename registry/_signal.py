@@ -83,6 +83,8 @@ class AbortSignal:
         sources; call the disposer when the fused signal is no longer needed so
         long-lived sources do not accumulate listeners.
         """
+        if len(signals) == 2 and signals[0] is signals[1] and signals[0] is not None:
+            return signals[0], _noop  # the hot path: a wrapper kept the caller's signal
         present = list(dict.fromkeys(s for s in signals if s is not None))
         if not present:
             return cls(), _noop
