@@ -1,8 +1,10 @@
 """The in-worker half: run one untrusted program and report over the channel.
 
 Runs inside a freshly forked, already sandboxed worker (see ``_zygote``). It
-sends ``ready``, waits for one ``run`` frame, compiles the program as the body
-of an ``async def`` and runs it on asyncio. ``print`` and ``sys.stderr`` become
+sends ``ready`` and waits, with its asyncio loop already running, for one
+``run`` frame; it compiles the program as the body of an ``async def`` (or
+loads the code object the host compiled for it) and runs it as a task.
+``print`` and ``sys.stderr`` become
 ``log`` frames; each ``tools`` binding sends a ``call`` frame and returns a
 future that the channel reader resolves when the host answers, so concurrent
 calls overlap. The last frame is ``done`` or ``error``; then the process exits.
@@ -153,11 +155,14 @@ def compile_program(code: str) -> CodeType:
         decorator_list=[],
         returns=None,
         type_comment=None,
+        # Every other node has its position (parsed, or set above): no
+        # fix_missing_locations walk over the whole tree.
         lineno=1,
         col_offset=0,
+        end_lineno=1,
+        end_col_offset=0,
     )
     module = ast.Module(body=[*hoisted, function], type_ignores=[])
-    ast.fix_missing_locations(module)
     return compile(module, PROGRAM_FILENAME, "exec", dont_inherit=True)
 
 
@@ -348,6 +353,8 @@ class _Run:
         self.outbox: list[bytes] = []
         self.writer = _LogWriter(self)
         self.run_frame: dict[str, Any] | None = None
+        self.code = ""
+        self.namespace: dict[str, Any] = {}
         self.task: asyncio.Task[Any] | None = None
         self.setup_error: BaseException | None = None
 
@@ -471,24 +478,25 @@ class _Run:
                 payload = payloads[index]
                 index += 1
                 if self.run_frame is None:
-                    self.run_frame = orjson.loads(payload)
-                    if not self.run_frame.get("compiled"):
-                        self.start(self.run_frame, None)
+                    self.run_frame = frame = orjson.loads(payload)
+                    self.prepare(frame)
+                    if not frame.get("compiled"):
+                        self.launch(None)
                 else:
-                    self.start(self.run_frame, payload)
+                    self.launch(payload)
         except BaseException as exc:  # not the program's: the worker failed to set up
             self.setup_error = exc
             self.loop.stop()
             return []
         return payloads[index:]
 
-    def start(self, frame: dict[str, Any], compiled_bytes: bytes | None) -> None:
-        settings = self.settings
+    def prepare(self, frame: dict[str, Any]) -> None:
+        """Set the run up from its frame (while the compiled program is on its way)."""
         self.max_output = int(frame["max_output_bytes"])
         self.max_message = int(frame["max_message_bytes"])
         self.max_calls = int(frame["max_tool_calls"])
         self.decoder = FrameDecoder(self.max_message)
-        code: str = frame["code"]
+        self.code = code = frame["code"]
         tools = Tools({name: _Binding(self, name) for name in frame["tools"]})
         sys.stdout = sys.stderr = self.writer
         linecache.cache[PROGRAM_FILENAME] = (
@@ -497,6 +505,10 @@ class _Run:
             code.splitlines(True),
             PROGRAM_FILENAME,
         )
+        self.namespace = _program_globals(tools, self.settings)
+
+    def launch(self, compiled_bytes: bytes | None) -> None:
+        """Start the program's task; ``compiled_bytes`` from the host, if any."""
         compiled: CodeType | None = None
         if compiled_bytes:
             # Compiled by the host (the trusted side) with this same interpreter.
@@ -505,14 +517,14 @@ class _Run:
                 compiled = loaded
         if compiled is None:
             try:
-                compiled = _compile(code, settings)
+                compiled = _compile(self.code, self.settings)
             except SyntaxError as exc:
                 self.fail("syntax", _syntax_message(exc))
             except MemoryError:
                 self.fail("memory", "MemoryError: the program is too large to compile")
             except RecursionError:
                 self.fail("syntax", "SyntaxError: the program is nested too deeply to compile")
-        namespace = _program_globals(tools, settings)
+        namespace = self.namespace
         exec(compiled, namespace)
         main = namespace.pop("<module>")
         if self.guard is not None:
@@ -576,7 +588,7 @@ def serve(
     """
     asyncio.set_event_loop(loop)
     guard = _import_guard(settings)
-    _prewarm(loop)
+    _prewarm(sock, loop, settings)
     run = _Run(sock, loop, settings, guard)
     loop.add_reader(sock.fileno(), run.on_readable)
     sock.sendall(encode_frame({"type": "ready", "layers": layers}))
@@ -606,27 +618,35 @@ def serve(
 
 
 _PREWARM_CODE = """\
-values = [await _f(i) for i in range(3)]
-print(values)
-return {"n": len(values), "ok": True}
+values = [i * 2 for i in range(3)]
+return {"n": len(values), "ok": [str(v) for v in values]}
 """
 
 
-def _prewarm(loop: asyncio.AbstractEventLoop) -> None:
-    """Walk the per-run code paths once so a fork's copy-on-write faults happen
-    while the worker is a spare, not while a program waits."""
-
-    async def echo(value: int) -> int:
-        return value
-
-    namespace: dict[str, Any] = {"__builtins__": builtins, "_f": echo, _NOTHING_NAME: _NOTHING}
-    exec(marshal.loads(marshal.dumps(compile_program(_PREWARM_CODE))), namespace)
-    stdout = sys.stdout
-    sys.stdout = io.StringIO()
+def _prewarm(
+    sock: socket.socket, loop: asyncio.AbstractEventLoop, settings: WorkerSettings
+) -> None:
+    """Walk a run's own code path once (no frames sent, no import guard) so a
+    fork's copy-on-write faults happen while the worker is a spare, not while
+    a program waits."""
+    run = _Run(sock, loop, settings, None)
+    frame = {
+        "code": _PREWARM_CODE,
+        "tools": ["prewarm"],
+        "max_output_bytes": 1 << 20,
+        "max_tool_calls": 1,
+        "max_message_bytes": 1 << 20,
+    }
+    stdout, stderr = sys.stdout, sys.stderr
     try:
-        value = loop.run_until_complete(namespace["<module>"]())
+        run.prepare(frame)
+        run.launch(marshal.dumps(_compile(_PREWARM_CODE, settings)))
+        loop.run_forever()  # until the program's task is done
+        task = run.task
+        value = task.result() if task is not None else None
     finally:
-        sys.stdout = stdout
+        sys.stdout, sys.stderr = stdout, stderr
+        linecache.cache.pop(PROGRAM_FILENAME, None)
     check_json(value)
     orjson.loads(encode_frame({"type": "done", "result": value})[4:])
 

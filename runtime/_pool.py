@@ -213,9 +213,11 @@ class _Zygote:
                 break
             reply = orjson.loads(message)
             if len(fds) == 2 and "pid" in reply:
-                # Both already non-blocking (the zygote did it); naming the
-                # socket's kind spares the system calls that would detect it.
+                # Naming the socket's kind spares the system calls that would
+                # detect it. The status pipe must never block the event loop
+                # (the zygote made it non-blocking; this makes sure).
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fds[0])
+                os.set_blocking(fds[1], False)
                 replies.append((reply["id"], Worker(reply["pid"], sock, fds[1])))
             else:
                 for fd in fds:

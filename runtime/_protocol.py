@@ -15,9 +15,14 @@ Worker -> host::
 Host -> worker::
 
     {"type": "run", "code": str, "tools": [str, ...], "max_output_bytes": n,
-     "max_tool_calls": n, "max_message_bytes": n}
+     "max_tool_calls": n, "max_message_bytes": n[, "compiled": true]}
+    <marshal bytes of the compiled program, or empty>  # a raw frame, only after
+                                                      # a run frame with "compiled"
     {"type": "answer", "id": n, "ok": true, "value": json}
     {"type": "answer", "id": n, "ok": false, "message": str}
+
+(Host -> worker is the trusted direction: the worker loads the code object the
+host compiled for it with this same interpreter.)
 
 Security warning: on the host every worker frame is hostile input. Use
 :class:`FrameDecoder` (bounded before allocating) and :func:`parse_worker_frame`
@@ -154,6 +159,14 @@ class FrameDecoder:
         return payloads
 
 
+_CALL_KEYS: Final = frozenset({"type", "id", "name", "args"})
+_LOG_KEYS: Final = frozenset({"type", "text"})
+_DONE_KEYS: Final = frozenset({"type"})
+_RESULT_KEYS: Final = frozenset({"type", "result"})
+_ERROR_KEYS: Final = frozenset({"type", "kind", "message"})
+_READY_KEYS: Final = frozenset({"type", "layers"})
+
+
 def _bad(detail: str) -> ProtocolError:
     return ProtocolError(f"invalid frame from the worker: {detail}")
 
@@ -174,26 +187,26 @@ def parse_worker_frame(payload: bytes) -> WorkerFrame:
     keys = frame.keys()
     if kind == "call":
         if (
-            keys == {"type", "id", "name", "args"}
+            keys == _CALL_KEYS
             and type(frame["id"]) is int
             and type(frame["name"]) is str
         ):
             return frame  # type: ignore[return-value]
     elif kind == "log":
-        if keys == {"type", "text"} and type(frame["text"]) is str:
+        if keys == _LOG_KEYS and type(frame["text"]) is str:
             return frame  # type: ignore[return-value]
     elif kind == "done":
-        if keys == {"type"} or keys == {"type", "result"}:
+        if keys in (_DONE_KEYS, _RESULT_KEYS):
             return frame  # type: ignore[return-value]
     elif kind == "error":
         if (
-            keys == {"type", "kind", "message"}
+            keys == _ERROR_KEYS
             and frame["kind"] in WORKER_ERROR_KINDS
             and type(frame["message"]) is str
         ):
             return frame  # type: ignore[return-value]
     elif kind == "ready":
-        if keys == {"type", "layers"} and _is_layer_list(frame["layers"]):
+        if keys == _READY_KEYS and _is_layer_list(frame["layers"]):
             return frame  # type: ignore[return-value]
     else:
         raise _bad(f"unknown type {str(kind)[:40]!r}")

@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import orjson
 
 from ._base import CallTool, CancelSignal, FailureKind, Limits, RunOutcome, ToolAnswer
@@ -51,7 +52,7 @@ async def drive_run(
 
     ``compile_program``, when given, compiles ``code`` for the worker here (its
     bytes follow the run frame; ``None`` leaves compiling, and reporting why it
-    fails, to the worker). It runs while the worker wakes up.
+    fails, to the worker).
     """
     session = _Session(worker, tool_names, call_tool, limits)
     return await session.run(code, cancel, compile_program)
@@ -63,7 +64,9 @@ class _Session:
         "busy_answerers",
         "call_tool",
         "calls",
+        "calls_group",
         "channel",
+        "exit_stack",
         "idle_answerers",
         "limits",
         "logs",
@@ -91,6 +94,8 @@ class _Session:
         self.idle_answerers: list[anyio.Event] = []
         self.busy_answerers = 0
         self.answerers_done = False
+        self.calls_group: anyio.abc.TaskGroup | None = None
+        self.exit_stack = contextlib.AsyncExitStack()
 
     def failure(self, kind: FailureKind, message: str) -> RunOutcome:
         return RunOutcome(kind=kind, message=message, logs=self.logs, tool_calls=self.calls)
@@ -114,30 +119,35 @@ class _Session:
         run_frame = encode_frame(fields)
         outcome: RunOutcome | None = None
         signalled = False
-        async with anyio.create_task_group() as calls:
-            with anyio.CancelScope(deadline=anyio.current_time() + self.limits.timeout) as scope:
+        with anyio.CancelScope(deadline=anyio.current_time() + self.limits.timeout) as scope:
 
-                def on_cancel() -> None:
-                    nonlocal signalled
-                    signalled = True
-                    scope.cancel()
+            def on_cancel() -> None:
+                nonlocal signalled
+                signalled = True
+                scope.cancel()
 
-                dispose = cancel.add_listener(on_cancel) if cancel is not None else None
-                try:
-                    outcome = await self.converse(run_frame, code, compile_program, calls)
-                except ProtocolError as exc:
-                    outcome = self.failure("protocol", f"the worker broke the protocol: {exc}")
-                finally:
-                    if dispose is not None:
-                        dispose()
-            # The outcome is decided: idle answerers leave, calls still in
-            # flight are abandoned. (Cancelling costs a task repr in anyio:
-            # only when needed.)
-            self.answerers_done = True
-            while self.idle_answerers:
-                self.idle_answerers.pop().set()
-            if self.busy_answerers:
-                calls.cancel_scope.cancel()
+            dispose = cancel.add_listener(on_cancel) if cancel is not None else None
+            try:
+                # The answerers' task group is only entered (on this stack) at the
+                # first tool call: a run without calls does not pay for one.
+                async with contextlib.AsyncExitStack() as self.exit_stack:
+                    try:
+                        outcome = await self.converse(run_frame, code, compile_program)
+                    except ProtocolError as exc:
+                        outcome = self.failure("protocol", f"the worker broke the protocol: {exc}")
+                    calls = self.calls_group
+                    if calls is not None:
+                        # The outcome is decided: idle answerers leave, calls still
+                        # in flight are abandoned. (Cancelling costs a task repr in
+                        # anyio: only when needed.)
+                        self.answerers_done = True
+                        while self.idle_answerers:
+                            self.idle_answerers.pop().set()
+                        if self.busy_answerers:
+                            calls.cancel_scope.cancel()
+            finally:
+                if dispose is not None:
+                    dispose()
         if outcome is not None:
             return outcome
         if signalled:
@@ -151,9 +161,9 @@ class _Session:
         run_frame: bytes,
         code: str,
         compile_program: Callable[[str], bytes | None] | None,
-        calls: anyio.abc.TaskGroup,
     ) -> RunOutcome:
         channel = self.channel
+        calls = self.calls_group
         # Pipelined: the worker reads it after "ready". If the worker is already
         # gone, what it wrote before is still read below.
         with contextlib.suppress(ChannelClosed):
@@ -202,7 +212,15 @@ class _Session:
                     self.queued_calls.append((call_id, name, frame["args"]))
                     self.idle_answerers.pop().set()
                 else:
+                    if calls is None:
+                        calls = self.calls_group = await self.exit_stack.enter_async_context(
+                            anyio.create_task_group()
+                        )
                     calls.start_soon(self.answerer, call_id, name, frame["args"], name="ptc-call")
+                if not channel.buffered:
+                    # Let the answerer run first: waiting for the socket again
+                    # then happens while the worker reads the answer.
+                    await anyio.lowlevel.checkpoint()
             elif kind == "done":
                 self.output += len(payload)
                 if self.output > limits.max_output_bytes:

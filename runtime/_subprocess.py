@@ -83,8 +83,9 @@ class SubprocessRuntime(Runtime):
             raise ValueError(f"spares must be >= 0, got {spares}")
         self._limits = limits if limits is not None else Limits()
         self._layers = chosen
-        self._compile = functools.partial(compile_for_worker, restricted=restricted)
         self._strict = strict
+        self._default_key = self._key(self._limits)
+        self._compile = functools.partial(compile_for_worker, restricted=restricted)
         allowed = (
             _default_allowed_modules() if allowed_modules is None else frozenset(allowed_modules)
         )
@@ -95,7 +96,7 @@ class SubprocessRuntime(Runtime):
             preimport=preimport,
             restricted=restricted,
             spares=spares,
-            default_key=self._key(self._limits),
+            default_key=self._default_key,
         )
 
     @property
@@ -136,7 +137,8 @@ class SubprocessRuntime(Runtime):
         limits = limits if limits is not None else self._limits
         if cancel is not None and cancel.aborted:
             return RunOutcome.failure("cancelled", "the run was cancelled before it started")
-        worker = await self._pool.acquire(self._key(limits))
+        key = self._default_key if limits is self._limits else self._key(limits)
+        worker = await self._pool.acquire(key)
         compile_program = (
             self._compile
             if len(code) <= _HOST_COMPILE_MAX_CHARS and self._pool.compiles_like_host

@@ -193,9 +193,6 @@ class _Zygote:
             os.setpgid(pid, pid)  # also done by the child: whichever runs first wins
         child_end.close()
         status_r, status_w = os.pipe()
-        # Non-blocking for the host, set here so the host needs no system call.
-        host_end.setblocking(False)
-        os.set_blocking(status_r, False)
         self.children[pid] = (status_w, workdir)
         try:
             socket.send_fds(

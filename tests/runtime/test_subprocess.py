@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import struct
@@ -24,6 +25,7 @@ from runtime import (
     WorkerStartError,
     get_runtime,
 )
+from runtime._bootstrap import compile_for_worker
 from runtime._pool import Worker
 from runtime._protocol import FrameDecoder, NotJsonError, ProtocolError, check_json
 from runtime._session import drive_run
@@ -398,6 +400,30 @@ async def test_restricted_mode() -> None:
         refused = await backend.run("return ().__class__", tool_names=[], call_tool=echo)
         assert refused.kind == "syntax"
         assert "__class__" in refused.message
+
+
+async def test_host_compiled_programs_behave_like_worker_compiled_ones(
+    bare: SubprocessRuntime,
+) -> None:
+    assert compile_for_worker("return (", restricted=False) is None
+    # Over the host's size limit, the worker compiles the program itself.
+    padding = "\n" * 20_000
+
+    def unshifted(message: str) -> str:
+        return re.sub(r"line (\d+)", lambda m: f"line {int(m.group(1)) % 20_000}", message)
+
+    cases = {
+        "x = 1\nprint('hi')\nraise ValueError(x)": "exception",
+        "return (": "syntax",
+        "from __future__ import annotations\nx: undefined = 2\nreturn x": None,
+    }
+    for code, kind in cases.items():
+        small = await bare.run(code, tool_names=[], call_tool=ToolBox())
+        assert bare._pool.compiles_like_host  # the same interpreter: compiled on the host
+        big = await bare.run(padding + code, tool_names=[], call_tool=ToolBox())
+        assert small.kind == big.kind == kind, (small, big)
+        assert (small.logs, small.result) == (big.logs, big.result)
+        assert small.message == unshifted(big.message)
 
 
 # --------------------------------------------------------------------------- public surface
