@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import logging
 import pickle
@@ -842,3 +843,25 @@ async def test_listener_mutating_the_execution_arguments_cannot_reach_the_body()
     reg.on_pre_execute(pre)
     assert_success(await reg.execute(make_call(arguments={"text": "validated"})), "validated")
     assert seen == [{"text": "validated"}]
+
+
+def test_hot_path_constructors_build_exactly_what_the_dataclasses_do() -> None:
+    from registry._pipeline import _new_execution, _new_success
+    from registry._types import ExecutionToken, ToolExecution, ToolSuccess
+
+    token, signal = ExecutionToken(), AbortSignal()
+    fields = dict(
+        token=token,
+        call_id="c",
+        root_call_id="r",
+        name="n",
+        arguments={"a": 1},
+        scope="s",
+        parent=None,
+        signal=signal,
+        definition=None,
+    )
+    assert _new_execution(*fields.values()) == ToolExecution(**fields)  # type: ignore[arg-type]
+    assert _new_success(1, [], None, ()) == ToolSuccess(value=1, content=[], meta=None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        _new_execution(*fields.values()).name = "other"
