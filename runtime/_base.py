@@ -144,6 +144,21 @@ class RunOutcome:
         return cls(kind=kind, message=message, logs=list(logs), tool_calls=tool_calls)
 
 
+def checked_run_arguments(code: object, tool_names: Sequence[object]) -> list[str]:
+    """The caller-side checks every backend's ``run`` makes; returns the tool names.
+
+    Raises:
+        TypeError: ``code`` or a tool name is not a string (a caller bug, not the program's).
+    """
+    if not isinstance(code, str):
+        raise TypeError(f"code must be str, not {type(code).__name__}")
+    names = list(tool_names)
+    for tool_name in names:
+        if not isinstance(tool_name, str):
+            raise TypeError(f"tool names must be str, got {tool_name!r}")
+    return names  # type: ignore[return-value]
+
+
 class Runtime(abc.ABC):
     """An isolated worker backend. Use as an async context manager or call :meth:`aclose`."""
 

@@ -27,7 +27,7 @@ from typing import Final
 
 import anyio
 
-from ._base import CallTool, CancelSignal, Limits, RunOutcome, Runtime
+from ._base import CallTool, CancelSignal, Limits, RunOutcome, Runtime, checked_run_arguments
 from ._exceptions import WorkerStartError
 from ._pyodide_assets import PyodideInstall, locate_pyodide
 from ._pyodide_worker import DenoWorker, WorkerProfile
@@ -145,12 +145,7 @@ class PyodideRuntime(Runtime):
         limits: Limits | None = None,
         cancel: CancelSignal | None = None,
     ) -> RunOutcome:
-        if not isinstance(code, str):
-            raise TypeError(f"code must be str, not {type(code).__name__}")
-        names = list(tool_names)
-        for tool_name in names:
-            if not isinstance(tool_name, str):
-                raise TypeError(f"tool names must be str, got {tool_name!r}")
+        names = checked_run_arguments(code, tool_names)
         limits = limits if limits is not None else self._limits
         if cancel is not None and cancel.aborted:
             return RunOutcome.failure("cancelled", "the run was cancelled before it started")

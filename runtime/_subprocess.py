@@ -16,7 +16,7 @@ import sys
 from collections.abc import Collection, Iterable, Sequence
 from typing import Final, Literal
 
-from ._base import CallTool, CancelSignal, Limits, RunOutcome, Runtime
+from ._base import CallTool, CancelSignal, Limits, RunOutcome, Runtime, checked_run_arguments
 from ._bootstrap import compile_for_worker
 from ._pool import SandboxKey, WorkerPool
 from ._session import drive_run
@@ -128,12 +128,7 @@ class SubprocessRuntime(Runtime):
         limits: Limits | None = None,
         cancel: CancelSignal | None = None,
     ) -> RunOutcome:
-        if not isinstance(code, str):
-            raise TypeError(f"code must be str, not {type(code).__name__}")
-        names = list(tool_names)
-        for tool_name in names:
-            if not isinstance(tool_name, str):
-                raise TypeError(f"tool names must be str, got {tool_name!r}")
+        names = checked_run_arguments(code, tool_names)
         limits = limits if limits is not None else self._limits
         if cancel is not None and cancel.aborted:
             return RunOutcome.failure("cancelled", "the run was cancelled before it started")
