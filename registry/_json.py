@@ -51,11 +51,21 @@ _STRICT = (
 )
 
 
+_FLAT_MAX_KEYS = 32
+
+
 def snapshot_json(value: object) -> Any:
     """Return a deep, independent copy of ``value`` or raise :class:`NotJsonError`."""
     kind = type(value)
     if kind is bool or value is None:
         return value
+    if kind is dict and len(value) <= _FLAT_MAX_KEYS:  # type: ignore[arg-type]
+        # The common shape of tool arguments: a small object of plain scalars.
+        copied = _flat_copy(value)  # type: ignore[arg-type]
+        if copied is not None:
+            return copied
+    elif kind is str and value.isascii():  # type: ignore[attr-defined]
+        return value  # immutable, and ASCII holds no lone surrogate
     try:
         # Fast path: orjson refuses most non-JSON values outright; the ones it
         # converts (NaN -> null, enum/UUID -> their value, tuple -> array) no
@@ -69,6 +79,30 @@ def snapshot_json(value: object) -> Any:
     except (TypeError, orjson.JSONEncodeError):
         pass
     return _copy(value, "$", 0, set())
+
+
+def _flat_copy(value: dict[Any, Any]) -> dict[str, Any] | None:
+    """A copy of a dict of ASCII keys and plain scalars, else ``None`` (undecided).
+
+    ``None`` sends the value down the general path, which accepts or rejects it
+    with a reason; this only recognises the certainly-valid common case.
+    """
+    for key, item in value.items():
+        if type(key) is not str or not key.isascii():
+            return None
+        kind = type(item)
+        if kind is str:
+            if not item.isascii():
+                return None
+        elif kind is int:
+            if not _INT_MIN <= item <= _INT_MAX:
+                return None
+        elif kind is float:
+            if not math.isfinite(item):
+                return None
+        elif kind is not bool and item is not None:
+            return None
+    return dict(value)
 
 
 def _exact_types(value: object) -> bool:
@@ -128,6 +162,13 @@ def _copy(value: object, path: str, depth: int, ancestors: set[int]) -> Any:
             for key, item in value.items():  # type: ignore[attr-defined]
                 if type(key) is not str:
                     raise NotJsonError(path, f"non-string key {key!r}")
+                if not key.isascii():
+                    try:
+                        key.encode("utf-8")
+                    except UnicodeEncodeError:
+                        raise NotJsonError(
+                            path, "key with a lone surrogate (not valid Unicode)"
+                        ) from None
                 out[key] = _copy(item, f"{path}.{key}", depth + 1, ancestors)
             return out
         finally:

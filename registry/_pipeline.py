@@ -71,17 +71,19 @@ def _fast_constructor(cls: type[Any]) -> Callable[..., Any]:
     A frozen dataclass ``__init__`` sets every field through ``object.__setattr__``;
     the slot descriptors set them at about half the cost. Fields in declaration
     order; the instance is exactly what ``__init__`` would build (no defaults, no
-    ``__post_init__``), and it stays frozen for everyone else.
+    ``__post_init__``), and it stays frozen for everyone else. The body is
+    generated once per class, as ``dataclasses`` does, so no loop runs per call.
     """
-    setters = [getattr(cls, f.name).__set__ for f in dataclasses.fields(cls)]
-    new = object.__new__
-
-    def construct(*values: Any) -> Any:
-        instance = new(cls)
-        for setter, value in zip(setters, values, strict=True):
-            setter(instance, value)
-        return instance
-
+    names = [f.name for f in dataclasses.fields(cls)]
+    if {"instance", "new", "cls"} & set(names):
+        raise TypeError(f"{cls.__name__} has a field name the generated constructor uses")
+    namespace: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    namespace.update({f"set_{name}": getattr(cls, name).__set__ for name in names})
+    lines = [f"def construct({', '.join(names)}):", "    instance = new(cls)"]
+    lines += [f"    set_{name}(instance, {name})" for name in names]
+    lines.append("    return instance")
+    exec("\n".join(lines), namespace)  # field names of our own dataclass
+    construct: Callable[..., Any] = namespace["construct"]
     return construct
 
 
@@ -92,7 +94,17 @@ _new_success: Callable[..., ToolSuccess] = _fast_constructor(ToolSuccess)
 class _Run:
     """State of one call through the pipeline."""
 
-    __slots__ = ("arguments", "body_started", "compiled", "ctx", "execution", "policy", "registry")
+    __slots__ = (
+        "arguments",
+        "body_started",
+        "compiled",
+        "copy_for_body",
+        "ctx",
+        "execution",
+        "policy",
+        "registry",
+        "wrappers",
+    )
 
     def __init__(
         self,
@@ -105,11 +117,22 @@ class _Run:
         self.execution = execution
         self.compiled = compiled
         self.policy = policy
+        # The built-in timeout wrapper has nothing to enforce without a timeout.
+        self.wrappers = (
+            policy.wrappers
+            if compiled.definition.timeout is not None
+            else policy.wrappers_without_timeout
+        )
         # The validated arguments, private to the pipeline: a listener that mutates
         # ``execution.arguments`` cannot change (or invalidate) what the body runs with.
         # With no listener to see the execution first, the snapshot is already private.
-        self.arguments = (
-            snapshot_json(execution.arguments) if policy.sees_execution_first else execution.arguments
+        private = policy.sees_execution_first
+        self.arguments = snapshot_json(execution.arguments) if private else execution.arguments
+        # The body gets its own copy when it could run twice (a retrying wrapper) or
+        # when, sharing the execution's snapshot, its mutations would show to a hook
+        # or renderer that reads ``execution.arguments`` after it.
+        self.copy_for_body = bool(self.wrappers) or (
+            not private and (policy.sees_execution_after or compiled.reads_arguments_after)
         )
         self.body_started = False
         self.ctx: ToolRunContext | None = None
@@ -119,7 +142,9 @@ async def run_pipeline(
     registry: ToolRegistry, call: ToolCall, transport: CompiledTool | None
 ) -> ToolResult:
     """Run ``call`` through every stage and return its final, observed result."""
-    signal = call.signal if call.signal is not None else AbortSignal()
+    signal = call.signal
+    if signal is None:
+        signal = AbortSignal()
     bad_args: str | None = None
     try:
         arguments = snapshot_json(call.arguments)
@@ -153,8 +178,12 @@ async def run_pipeline(
             )
         else:
             result = await _policed(_Run(registry, execution, compiled, policy))
-    result = _finalize(execution, result)
-    await _observe(policy, execution, result)
+    if result.additional_contexts or (
+        compiled is not None and compiled.definition.finalize_content
+    ):
+        result = _finalize(execution, result)
+    if policy.observers:
+        await _observe(policy, execution, result)
     return result
 
 
@@ -168,18 +197,24 @@ def _unknown(registry: ToolRegistry, call: ToolCall) -> ToolFailure:
 
 
 async def _policed(run: _Run) -> ToolResult:
-    execution = run.execution
-    signal = execution.signal
-    denial = await _pre_execute(run)
-    if denial is not None:
-        return denial
-    if signal.aborted:
-        return _aborted(True)
-    denial = _check_guards(run)
-    if denial is not None:
-        return denial
-    result = await _dispatch(run)
-    result = await _post_execute(run, result)
+    policy = run.policy
+    signal = run.execution.signal
+    if policy.pre:
+        denial = await _pre_execute(run)
+        if denial is not None:
+            return denial
+        if signal.aborted:
+            return _aborted(True)
+    if policy.guards:
+        denial = _check_guards(run)
+        if denial is not None:
+            return denial
+    if run.wrappers:
+        result = await _dispatch(run)
+    else:
+        result = await _invoke_body(run, signal)
+    if policy.post:
+        result = await _post_execute(run, result)
     if signal.aborted and not result.is_error:
         # Cancellation wins over a success, but the contexts stay deliverable.
         result = _replace(
@@ -194,24 +229,21 @@ async def _policed(run: _Run) -> ToolResult:
 async def _pre_execute(run: _Run) -> ToolResult | None:
     listeners = run.policy.pre
     execution = run.execution
+
+    def link(index: int) -> Callable[[], Awaitable[PreDecision]]:
+        async def call_next() -> PreDecision:
+            if index == len(listeners):
+                return Allow()
+            return await listeners[index](execution, link(index + 1))
+
+        return call_next
+
     decision: object
-    if not listeners:
-        decision = Allow()
-    else:
-
-        def link(index: int) -> Callable[[], Awaitable[PreDecision]]:
-            async def call_next() -> PreDecision:
-                if index == len(listeners):
-                    return Allow()
-                return await listeners[index](execution, link(index + 1))
-
-            return call_next
-
-        try:
-            decision = await link(0)()
-        except Exception as exc:
-            logger.exception("a pre-execute listener raised for %s", execution.name)
-            return _failure(f"pre-execute policy failed: {exc}", "PolicyError", _POLICY_ERROR)
+    try:
+        decision = await link(0)()
+    except Exception as exc:
+        logger.exception("a pre-execute listener raised for %s", execution.name)
+        return _failure(f"pre-execute policy failed: {exc}", "PolicyError", _POLICY_ERROR)
     if isinstance(decision, Allow):
         return None
     if isinstance(decision, Cancel) or execution.signal.aborted:
@@ -281,12 +313,7 @@ def _check_guards(run: _Run) -> ToolResult | None:
 
 
 async def _dispatch(run: _Run) -> ToolResult:
-    wrappers = run.policy.wrappers
-    if run.compiled.definition.timeout is None:
-        # The built-in timeout wrapper has nothing to enforce: skip its frame.
-        wrappers = run.policy.wrappers_without_timeout
-    if not wrappers:
-        return await _invoke_body(run, run.execution.signal)
+    wrappers = run.wrappers
     dispatch = DispatchExecution(run.execution)
     produced: set[int] = set()
 
@@ -324,14 +351,17 @@ async def _dispatch(run: _Run) -> ToolResult:
 
 async def _invoke_body(run: _Run, wrapper_signal: AbortSignal) -> ToolResult:
     execution = run.execution
-    signal, detach = AbortSignal.any(execution.signal, wrapper_signal)
+    if wrapper_signal is execution.signal:
+        signal, detach = wrapper_signal, _no_detach
+    else:
+        signal, detach = AbortSignal.any(execution.signal, wrapper_signal)
     try:
         if signal.aborted:
             # A wrapper may call ``call_next`` again after the body already ran.
             return _with_deferred(run, _aborted(not run.body_started))
         ctx = ToolRunContext(execution, signal, run.registry)
         run.ctx = ctx
-        arguments = snapshot_json(run.arguments)
+        arguments = snapshot_json(run.arguments) if run.copy_for_body else run.arguments
         outcome: ToolResult | None = None
         value: Any = None
         returned = False
@@ -359,6 +389,10 @@ async def _invoke_body(run: _Run, wrapper_signal: AbortSignal) -> ToolResult:
         return _with_deferred(run, outcome)
     finally:
         detach()
+
+
+def _no_detach() -> None:
+    return None
 
 
 def _describe_exception(exc: Exception) -> str:

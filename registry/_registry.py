@@ -13,6 +13,7 @@ import orjson
 
 from ._exceptions import RegistrationError, RestrictionError
 from ._json import NotJsonError, snapshot_json
+from ._pipeline import run_pipeline
 from ._policy import (
     ApprovalFn,
     GuardFn,
@@ -56,6 +57,11 @@ class PolicySet:
     def sees_execution_first(self) -> bool:
         """Whether any hook sees (and could mutate) an execution before its body runs."""
         return bool(self.pre or self.guards or self.wrappers_without_timeout)
+
+    @functools.cached_property
+    def sees_execution_after(self) -> bool:
+        """Whether any hook sees an execution (and its arguments) after the body ran."""
+        return bool(self.post or self.observers)
 
 
 class ToolRegistry:
@@ -460,8 +466,6 @@ class ToolRegistry:
                 of looking ``call.name`` up (how ``ptc`` runs the reserved
                 ``run_code`` transport through the same policy).
         """
-        from ._pipeline import run_pipeline
-
         compiled = None
         if transport is not None:
             cached = self._transports.get(id(transport))

@@ -55,6 +55,17 @@ class CompiledTool:
     parameters: CompiledSchema
     output: CompiledSchema
 
+    @property
+    def reads_arguments_after(self) -> bool:
+        """Whether the definition's own hooks read the arguments after the body ran."""
+        definition = self.definition
+        output = definition.output
+        return (
+            output.render is not None
+            or output.meta is not None
+            or definition.finalize_content is not None
+        )
+
 
 def validate_name(name: object) -> str:
     """Return ``name`` if it can name a tool, else raise :class:`RegistrationError`."""

@@ -448,3 +448,34 @@ async def test_execute_with_non_json_root_arguments_is_invalid_args(arguments: A
 def test_lone_surrogates_are_not_json(value: object) -> None:
     with pytest.raises(NotJsonError, match="lone surrogate"):
         snapshot_json(value)
+
+
+@pytest.mark.parametrize(
+    ("value", "path"),
+    [
+        ({"k": Level.LOW}, "$.k"),
+        ({"k": Mode.FAST}, "$.k"),
+        ({"k": True, "n": math.nan}, "$.n"),
+        ({"k": 2**64}, "$.k"),
+        ({"k": -(2**63) - 1}, "$.k"),
+        ({"k": "\ud800"}, "$.k"),
+        ({"\ud800": 1}, "$"),
+        ({1: "x"}, "$"),
+        ({"k": b"x"}, "$.k"),
+    ],
+    ids=repr,
+)
+def test_flat_objects_of_scalars_are_checked_like_any_other_value(value: Any, path: str) -> None:
+    # Small objects of plain scalars (the usual tool arguments) take a shortcut;
+    # it must refuse exactly what the general path refuses, at the same place.
+    with pytest.raises(NotJsonError) as info:
+        snapshot_json(value)
+    assert info.value.path == path
+
+
+def test_a_flat_object_copy_is_independent_and_keeps_exact_types() -> None:
+    original = {"q": "x", "é": "ü", "n": 2**64 - 1, "f": -0.0, "b": True, "z": None}
+    copied = snapshot_json(original)
+    assert strict_equal(copied, original) and copied is not original
+    copied["q"] = "changed"
+    assert original["q"] == "x"

@@ -744,6 +744,54 @@ async def test_body_mutation_does_not_change_what_listeners_and_caller_see() -> 
     assert caller_args == {"text": "hi", "nested": {"k": [1]}}
 
 
+@pytest.mark.parametrize("reader", ["observer", "render", "meta", "finalize", "timed_retry"])
+async def test_a_body_mutating_its_arguments_is_invisible_to_each_later_reader(
+    reader: str,
+) -> None:
+    # The body shares the execution's snapshot only when nothing reads it later;
+    # each kind of later reader on its own must still see the validated arguments.
+    seen: list[Any] = []
+    bodies: list[Any] = []
+
+    async def body(args: Any, ctx: ToolRunContext) -> Any:
+        bodies.append(copy.deepcopy(args))
+        args["text"] = "mutated"
+        if reader == "timed_retry" and len(bodies) == 1:
+            raise RuntimeError("transient")
+        return "done"
+
+    def read(execution_or_args: Any) -> None:
+        args = getattr(execution_or_args, "arguments", execution_or_args)
+        seen.append(copy.deepcopy(args))
+
+    def render(args: Any, value: Any) -> Any:
+        read(args)
+        return [{"type": "text", "text": value}]
+
+    tool_options: dict[str, Any] = {
+        "render": {"render": render},
+        "meta": {"meta": lambda args, value: read(args)},
+        "finalize": {"finalize_content": lambda execution, result: read(execution)},
+        "timed_retry": {"timeout": 5.0},
+    }.get(reader, {})
+    reg = _registry(make_tool(execute=body, **tool_options))
+    if reader == "observer":
+        reg.on_result(lambda execution, result: read(execution))
+    if reader == "timed_retry":
+
+        async def retry(dispatch: Any, call_next: Any) -> Any:
+            first = await call_next()
+            return await call_next() if first.is_error else first
+
+        reg.wrap_execute(retry)
+    result = await reg.execute(make_call(arguments={"text": "hi"}))
+    assert_success(result, "done")
+    if reader == "timed_retry":
+        assert bodies == [{"text": "hi"}, {"text": "hi"}]
+    else:
+        assert seen == [{"text": "hi"}]
+
+
 async def test_caller_mutation_after_dispatch_does_not_reach_the_body() -> None:
     caller_args: dict[str, Any] = {"text": "before"}
     seen: list[Any] = []
