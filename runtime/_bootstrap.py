@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import builtins
+import contextlib
 import io
 import itertools
 import linecache
@@ -46,6 +47,7 @@ __all__ = [
     "compile_program",
     "format_program_exception",
     "serve",
+    "set_cpu_policy",
 ]
 
 PROGRAM_FILENAME = "<program>"
@@ -53,7 +55,11 @@ EXIT_MEMORY = 3
 EXIT_INTERNAL = 4
 EXIT_HOST_GONE = 5
 _NOTHING_NAME = "__ptc_nothing__"
-_RECV_BYTES = 1 << 18
+# A read asks for what the frame in progress still needs, within these bounds:
+# a buffer over glibc's mmap threshold (128 KiB) costs an mmap and a munmap
+# per read, several times the read itself for the small frames of a call.
+_MIN_RECV = 1 << 16
+_MAX_RECV = 1 << 20
 # Failure messages are for a model to read: longer ones keep their head and tail.
 _MAX_MESSAGE_CHARS = 32_768
 # Partial lines are flushed as a line of their own once they get this long.
@@ -128,6 +134,29 @@ class _TopLevel(ast.NodeTransformer):
     visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = _scope
 
 
+_NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _rewrite_bare_returns(statements: list[ast.stmt]) -> None:
+    """What :class:`_TopLevel` does for ``return``, walking statements only.
+
+    A ``return`` is always a statement (lambdas and comprehensions cannot hold
+    one), so the expressions, most of a tree, need no visit.
+    """
+    for node in statements:
+        if isinstance(node, ast.Return):
+            if node.value is None:
+                node.value = ast.copy_location(ast.Name(id=_NOTHING_NAME, ctx=ast.Load()), node)
+        elif not isinstance(node, _NESTED_SCOPES):
+            # if/for/while/with/try bodies; except handlers; match cases.
+            for field in ("body", "orelse", "finalbody"):
+                inner = getattr(node, field, None)
+                if inner:
+                    _rewrite_bare_returns(inner)
+            for part in (*getattr(node, "handlers", ()), *getattr(node, "cases", ())):
+                _rewrite_bare_returns(part.body)
+
+
 def compile_program(code: str) -> CodeType:
     """Compile ``code`` as the body of an ``async def`` named ``<module>``.
 
@@ -142,8 +171,14 @@ def compile_program(code: str) -> CodeType:
     hoisted: list[ast.stmt] = []
     while body and isinstance(body[0], ast.ImportFrom) and body[0].module == "__future__":
         hoisted.append(body.pop(0))
-    transformer = _TopLevel()
-    body = [transformer.visit(statement) for statement in body]
+    # Keywords are ASCII in the source (look-alike letters make names): without
+    # the words, no yield or return node can exist, and the statement-only
+    # walk, far cheaper than a visit of every node, is enough.
+    if "yield" in code:
+        transformer = _TopLevel()
+        body = [transformer.visit(statement) for statement in body]
+    elif "return" in code:
+        _rewrite_bare_returns(body)
     line = (body[-1].end_lineno or 1) if body else 1
     where = {"lineno": line, "end_lineno": line, "col_offset": 0, "end_col_offset": 0}
     nothing = ast.Name(id=_NOTHING_NAME, ctx=ast.Load(), **where)
@@ -356,6 +391,8 @@ class _Run:
         self.code = ""
         self.namespace: dict[str, Any] = {}
         self.task: asyncio.Task[Any] | None = None
+        # Whether the program's return ends the worker (not so for the prewarm run).
+        self.final = True
         self.setup_error: BaseException | None = None
 
     # -- sending -------------------------------------------------------------------
@@ -367,6 +404,22 @@ class _Run:
     def finish(self, frame: dict[str, Any]) -> NoReturn:
         """Send the final frame and leave; nothing of the program outlives this."""
         self.send(frame)
+        self.leave()
+
+    def leave(self) -> NoReturn:
+        """Exit once the host has the final frame and lets go of the channel.
+
+        The host kills the worker as soon as it reads that frame; blocking until
+        then leaves the CPU to the host, where exiting at once would first spend
+        it on this process's teardown (and on the zygote's reaping).
+        """
+        set_cpu_policy(background=True)
+        try:
+            self.sock.setblocking(True)
+            while self.sock.recv(_MIN_RECV):
+                pass
+        except BaseException:  # whatever ends the wait, the worker is done
+            pass
         os._exit(0)
 
     def fail(self, kind: str, message: str) -> NoReturn:
@@ -447,7 +500,7 @@ class _Run:
 
     def on_readable(self) -> None:
         try:
-            data = self.sock.recv(_RECV_BYTES)
+            data = self.sock.recv(min(max(self.decoder.wanted(), _MIN_RECV), _MAX_RECV))
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
@@ -536,7 +589,13 @@ class _Run:
         self.loop.stop()
 
     async def execute(self, main: Callable[[], Any]) -> Any:
-        return await main()
+        value = await main()
+        if self.final:
+            # Straight from the program's task: no done callback and no
+            # loop.stop() turn between the return and the outcome. Failures
+            # still end the loop and are reported by ``serve``.
+            self.report(value)
+        return value
 
     def report(self, value: Any) -> NoReturn:
         self.writer.drain()
@@ -557,7 +616,7 @@ class _Run:
             )
         self.flush()
         self.send_bytes(len(data).to_bytes(4, "big") + data)
-        os._exit(0)
+        self.leave()
 
 
 def _program_globals(tools: Tools, settings: WorkerSettings) -> dict[str, Any]:
@@ -591,6 +650,9 @@ def serve(
     _prewarm(sock, loop, settings)
     run = _Run(sock, loop, settings, guard)
     loop.add_reader(sock.fileno(), run.on_readable)
+    # Forked with the zygote's background policy: a worker that waits for its
+    # host must be woken up at once, not when the CPU has nothing else to do.
+    set_cpu_policy(background=False)
     sock.sendall(encode_frame({"type": "ready", "layers": layers}))
     escaped: BaseException | None = None
     try:
@@ -630,6 +692,7 @@ def _prewarm(
     fork's copy-on-write faults happen while the worker is a spare, not while
     a program waits."""
     run = _Run(sock, loop, settings, None)
+    run.final = False
     frame = {
         "code": _PREWARM_CODE,
         "tools": ["prewarm"],
@@ -649,6 +712,21 @@ def _prewarm(
         linecache.cache.pop(PROGRAM_FILENAME, None)
     check_json(value)
     orjson.loads(encode_frame({"type": "done", "result": value})[4:])
+
+
+def set_cpu_policy(*, background: bool) -> None:
+    """Make this process yield the CPU to the host (``SCHED_BATCH``), or not.
+
+    A background process does not preempt a running one when it wakes up: the
+    zygote forking a spare, a worker's teardown and the zygote reaping it then
+    wait for an idle CPU or the host's next wait, instead of delaying the host
+    in the middle of handing a run over. Its share of the CPU stays the same.
+    Best effort: where the policy cannot be set, nothing changes.
+    """
+    policy = getattr(os, "SCHED_BATCH" if background else "SCHED_OTHER", None)
+    if policy is not None:
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(0, policy, os.sched_param(0))
 
 
 def _memory_message() -> str:

@@ -45,7 +45,8 @@ class FrameChannel:
     )
 
     def __init__(self, sock: socket.socket, max_frame_bytes: int) -> None:
-        sock.setblocking(False)
+        if sock.gettimeout() != 0.0:  # no system calls when it is non-blocking already
+            sock.setblocking(False)
         self._sock = sock
         self._decoder = FrameDecoder(max_frame_bytes)
         self._frames: deque[bytes] = deque()
@@ -97,6 +98,18 @@ class FrameChannel:
         self._since_checkpoint = 0
         return frames.popleft()
 
+    def send_nowait(self, *frames: bytes) -> None:
+        """Queue whole frames and write what the socket takes now (in one write), without waiting.
+
+        Whatever does not fit stays queued for the next :meth:`send` or :meth:`flush`.
+
+        Raises:
+            ChannelClosed: the worker is gone.
+        """
+        self._outbox.extend(frames)
+        if not self._flushing:
+            self._write_some()
+
     async def send(self, data: bytes, *, batch: bool = False) -> None:
         """Write one whole frame; frames from concurrent tasks never interleave.
 
@@ -107,7 +120,20 @@ class FrameChannel:
         Raises:
             ChannelClosed: the worker is gone.
         """
-        self._outbox.append(data)
+        outbox = self._outbox
+        if not batch and not outbox and not self._flushing:
+            # The common case: nothing queued, and the socket takes it all.
+            try:
+                sent = self._sock.send(data)
+            except BlockingIOError:
+                sent = 0
+            except OSError as exc:
+                raise ChannelClosed(str(exc)) from None
+            if sent == len(data):
+                return
+            outbox.append(memoryview(data)[sent:])
+        else:
+            outbox.append(data)
         if self._flushing:
             return
         self._flushing = True
@@ -118,7 +144,25 @@ class FrameChannel:
         finally:
             self._flushing = False
 
+    async def flush(self) -> None:
+        """Write every queued frame (a no-op when another task is writing them).
+
+        Raises:
+            ChannelClosed: the worker is gone.
+        """
+        if self._outbox and not self._flushing:
+            self._flushing = True
+            try:
+                await self._flush()
+            finally:
+                self._flushing = False
+
     async def _flush(self) -> None:
+        while not self._write_some():
+            await anyio.wait_writable(self._sock)
+
+    def _write_some(self) -> bool:
+        """Write queued frames until the socket is full; ``True`` once all are out."""
         outbox = self._outbox
         sock = self._sock
         while outbox:
@@ -144,4 +188,5 @@ class FrameChannel:
             if sent < len(data):
                 # Keep the rest first in line: frames never interleave.
                 outbox.insert(0, memoryview(data)[sent:])
-                await anyio.wait_writable(sock)
+                return False
+        return True

@@ -14,6 +14,7 @@ import contextlib
 import functools
 import importlib.util
 import os
+import select
 import shutil
 import signal
 import socket
@@ -129,6 +130,8 @@ class _Zygote:
         self.closing = False
         # Whether code objects compiled here run unchanged in its workers.
         self.compiles_like_host = False
+        self._poller = select.poll()
+        self._poller.register(ctl, select.POLLIN)
 
     @classmethod
     async def start(
@@ -194,6 +197,11 @@ class _Zygote:
             # A full or broken control socket: the zygote is unusable.
             self.alive = False
 
+    def news(self) -> int:
+        """What waits on the control socket: ``POLLIN`` (replies), ``POLLHUP`` (its end), 0."""
+        ready = self._poller.poll(0)
+        return ready[0][1] if ready else 0
+
     def collect(self) -> list[tuple[int, Worker | str]]:
         """Read every reply already waiting: ``(request id, worker or error text)``."""
         replies: list[tuple[int, Worker | str]] = []
@@ -217,6 +225,9 @@ class _Zygote:
                 # detect it. The status pipe must never block the event loop
                 # (the zygote made it non-blocking; this makes sure).
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fds[0])
+                # Non-blocking now, while the worker waits as a spare, rather
+                # than when a run takes it.
+                sock.setblocking(False)
                 os.set_blocking(fds[1], False)
                 replies.append((reply["id"], Worker(reply["pid"], sock, fds[1])))
             else:
@@ -296,7 +307,11 @@ class WorkerPool:
         """
         zygote = self._zygote
         if zygote is not None and zygote.alive and self._target and key == self._default_key:
-            # The common case, without a timeout scope: a spare is ready.
+            # The common case, without a timeout scope: a spare is ready and the
+            # zygote alive (a zero-timeout poll, far cheaper than a receive).
+            # Replies waiting are collected later, while the run's worker starts.
+            if self._spares and not zygote.news() & select.POLLHUP:
+                return self._spares.popleft()
             try:
                 self._collect(zygote)
             except _ZygoteDied:
@@ -371,6 +386,23 @@ class WorkerPool:
                 if self._spare_error is not None:
                     message, self._spare_error = self._spare_error, None
                     raise WorkerStartError(message)
+
+    def tidy(self) -> None:
+        """Take in the replies (new spares) waiting on the control socket, if any.
+
+        For a moment when the host would otherwise wait (a run calls it while its
+        worker starts): the next :meth:`acquire` then finds them collected. A
+        task waiting for a reply collects for itself; this leaves them to it.
+        """
+        zygote = self._zygote
+        if (
+            zygote is not None
+            and zygote.alive
+            and not self._read_lock.locked()
+            and zygote.news()
+        ):
+            with contextlib.suppress(_ZygoteDied):  # noticed (and replaced) on the next acquire
+                self._collect(zygote)
 
     def release(self, worker: Worker) -> None:
         """Kill and close ``worker`` after its run, then top the spares up again."""

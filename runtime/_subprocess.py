@@ -32,6 +32,9 @@ _BOOTSTRAP_MODULES: Final = ("asyncio",)
 # Programs up to this size are compiled on the host (cheaper than in a worker
 # that just woke up); bigger ones would hold up the host's event loop.
 _HOST_COMPILE_MAX_CHARS: Final = 16_384
+# Compiled programs kept for programs that come again (retries, the same
+# snippet over many inputs): at most this many, each at most the size above.
+_COMPILED_PROGRAMS_KEPT: Final = 64
 
 
 def _default_allowed_modules() -> frozenset[str] | None:
@@ -85,7 +88,10 @@ class SubprocessRuntime(Runtime):
         self._layers = chosen
         self._strict = strict
         self._default_key = self._key(self._limits)
-        self._compile = functools.partial(compile_for_worker, restricted=restricted)
+        # The marshalled code object only: every worker loads its own copy.
+        self._compile = functools.lru_cache(maxsize=_COMPILED_PROGRAMS_KEPT)(
+            functools.partial(compile_for_worker, restricted=restricted)
+        )
         allowed = (
             _default_allowed_modules() if allowed_modules is None else frozenset(allowed_modules)
         )
@@ -148,6 +154,7 @@ class SubprocessRuntime(Runtime):
                 limits=limits,
                 cancel=cancel,
                 compile_program=compile_program,
+                while_waiting=self._pool.tidy,
             )
         finally:
             self._pool.release(worker)

@@ -35,7 +35,7 @@ from typing import Any, NoReturn
 
 import orjson
 
-from ._bootstrap import EXIT_INTERNAL, WorkerSettings, serve
+from ._bootstrap import EXIT_INTERNAL, WorkerSettings, serve, set_cpu_policy
 from ._protocol import encode_frame
 
 __all__ = ["ZYGOTE_BOOT", "main"]
@@ -271,6 +271,9 @@ def main(options_json: str) -> NoReturn:
     """Entry point of the zygote process (see :data:`ZYGOTE_BOOT`)."""
     options = json.loads(options_json)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Forking and reaping are background work: the host's runs come first (a
+    # worker switches back to the normal policy once it is ready).
+    set_cpu_policy(background=True)
     stdlib_path = [entry for entry in sys.path if entry not in options["paths"]]
     settings = WorkerSettings(
         allowed_modules=(None if options["allowed"] is None else frozenset(options["allowed"])),

@@ -287,6 +287,52 @@ async def test_concurrent_tool_calls_overlap(runtime: Runtime) -> None:
     assert elapsed < 4.0, elapsed
 
 
+async def test_a_pending_call_does_not_hold_up_later_ones(runtime: Runtime) -> None:
+    # Each call is answered by the task that read it (after passing the reading
+    # on): a call that never ends must not keep the next ones from being read.
+    tools = ToolBox()
+    code = """
+import asyncio
+pending = asyncio.ensure_future(tools.hang())
+first = await tools.echo({'n': 1})
+await asyncio.sleep(0.05)
+second = await tools.sleep({'seconds': 0.01})
+print('still pending:', not pending.done())
+return [first, second]
+"""
+    outcome = await run(runtime, code, tools=tools)  # a stuck read would end in a timeout
+    assert outcome.ok, outcome.message
+    assert outcome.result == [{"n": 1}, {"seconds": 0.01}]
+    assert outcome.logs == ["still pending: True"]
+    assert outcome.tool_calls == 3
+    # The program ended with the hanging call in flight: it was abandoned.
+    assert tools.cancelled == 1
+    assert tools.in_flight == 0
+
+
+async def test_calls_in_a_burst_and_alone_mix(runtime: Runtime) -> None:
+    # A burst (several calls read at once) and lone calls, in any order, all get
+    # their own answers, and start in the order the program made them.
+    tools = ToolBox()
+    code = """
+import asyncio
+out = []
+for round in range(5):
+    out.append(await tools.echo({'lone': round}))
+    out.extend(await asyncio.gather(*[tools.echo({'r': round, 'i': i}) for i in range(7)]))
+return out
+"""
+    outcome = await run(runtime, code, tools=tools)
+    assert outcome.ok, outcome.message
+    expected: list[Any] = []
+    for round_ in range(5):
+        expected.append({"lone": round_})
+        expected.extend({"r": round_, "i": i} for i in range(7))
+    assert outcome.result == expected
+    assert outcome.tool_calls == 40
+    assert [args for _, args in tools.calls] == expected
+
+
 async def test_tool_failure_raises_tool_call_error(runtime: Runtime) -> None:
     code = """
 try:

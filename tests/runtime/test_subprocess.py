@@ -25,7 +25,7 @@ from runtime import (
     WorkerStartError,
     get_runtime,
 )
-from runtime._bootstrap import compile_for_worker
+from runtime._bootstrap import compile_for_worker, compile_program
 from runtime._pool import Worker
 from runtime._protocol import FrameDecoder, NotJsonError, ProtocolError, check_json
 from runtime._session import drive_run
@@ -77,6 +77,37 @@ def test_check_json_paths() -> None:
     nested.append(nested)
     with pytest.raises(NotJsonError, match="nesting"):
         check_json(nested)
+
+
+_NO_RESULT = object()
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        ("return", _NO_RESULT),
+        ("x = 1", _NO_RESULT),
+        ("if True:\n    return\nreturn 1", _NO_RESULT),
+        ("for i in [1]:\n    while True:\n        with memoryview(b''):\n            return", _NO_RESULT),
+        ("try:\n    raise ValueError\nexcept ValueError:\n    return", _NO_RESULT),
+        ("try:\n    pass\nfinally:\n    return", _NO_RESULT),
+        ("for i in []:\n    pass\nelse:\n    return", _NO_RESULT),
+        ("match 1:\n    case 1:\n        return", _NO_RESULT),
+        ("return None", None),
+        ("def f():\n    return\nreturn f()", None),
+        ("class C:\n    def m(self):\n        return\nreturn C().m()", None),
+        ("f = lambda: None\nreturn f()", None),
+        ("x = 'return'\nreturn x", "return"),
+    ],
+)
+def test_bare_return_means_no_result_at_the_top_level_only(code: str, expected: object) -> None:
+    # Programs without "yield" take a statement-only walk: the same rewrite.
+    namespace: dict[str, Any] = {"__ptc_nothing__": _NO_RESULT}
+    exec(compile_program(code), namespace)
+    coroutine = namespace["<module>"]()
+    with pytest.raises(StopIteration) as stopped:
+        coroutine.send(None)
+    assert stopped.value.value is expected or stopped.value.value == expected
 
 
 # --------------------------------------------------------------------------- hostile worker
@@ -424,6 +455,32 @@ async def test_host_compiled_programs_behave_like_worker_compiled_ones(
         assert small.kind == big.kind == kind, (small, big)
         assert (small.logs, small.result) == (big.logs, big.result)
         assert small.message == unshifted(big.message)
+
+
+async def test_a_program_that_comes_again_is_compiled_once(bare: SubprocessRuntime) -> None:
+    code = "counter = [0]\ncounter[0] += 1\nprint(counter)\nreturn counter[0]"
+    before = bare._compile.cache_info()
+    first = await bare.run(code, tool_names=[], call_tool=ToolBox())
+    second = await bare.run(code, tool_names=[], call_tool=ToolBox())
+    after = bare._compile.cache_info()
+    # Every worker loads its own code object: nothing carries over between runs.
+    assert (first.result, first.logs) == (second.result, second.logs) == (1, ["[1]"])
+    assert after.misses - before.misses == 1
+    assert after.hits - before.hits == 1
+
+
+async def test_the_zygote_yields_the_cpu_and_a_worker_does_not(bare: SubprocessRuntime) -> None:
+    # The zygote (forking, reaping) runs as SCHED_BATCH, which never preempts
+    # the host when it wakes up; a worker switches back to the normal policy
+    # before it reports ready, so a program runs like any other process.
+    await bare.start()
+    zygote = bare._pool.zygote_pid
+    assert zygote is not None
+    assert os.sched_getscheduler(zygote) == os.SCHED_BATCH
+    outcome = await bare.run(
+        "import os\nreturn os.sched_getscheduler(0)", tool_names=[], call_tool=ToolBox()
+    )
+    assert outcome.result == os.SCHED_OTHER, outcome
 
 
 # --------------------------------------------------------------------------- public surface
