@@ -107,8 +107,36 @@ def check_json(value: object, path: str = "$", depth: int = 0) -> None:
     raise NotJsonError(path, f"{kind.__name__} is not JSON{hint}")
 
 
+def _not_json(value: object) -> NoReturn:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+# One C encoder and scanner for every frame: ``json.dumps``/``json.loads`` with
+# options build new ones per call, and wrap them in Python-level checks. No
+# cycle check: every value sent passed check_json (or is a frame built here).
+_ENCODE: Callable[[object, int], list[str]] | None = None
+with contextlib.suppress(AttributeError, TypeError):
+    _ENCODE = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+        None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False, False
+    )
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+_DECODER = json.JSONDecoder()
+
+
 def dumps(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    if _ENCODE is not None:
+        return "".join(_ENCODE(value, 0))
+    return _ENCODER.encode(value)
+
+
+def loads(text: str) -> Any:
+    try:
+        value, end = _DECODER.scan_once(text, 0)  # type: ignore[attr-defined]
+    except StopIteration:
+        end = -1
+    if end != len(text):  # whitespace around it, or not JSON: the full decoder decides
+        return _DECODER.decode(text)
+    return value
 
 
 # --------------------------------------------------------------------------- compile
@@ -321,13 +349,8 @@ class _LogWriter(io.TextIOBase):
             self._run.log(text)
 
 
-def _to_js(data: bytes) -> object:
-    """``data`` as a JS ``Uint8Array`` (a plain copy outside Pyodide, for tests)."""
-    try:
-        from pyodide.ffi import to_js  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        return data
-    return to_js(data)
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode())
 
 
 class _Run:
@@ -346,7 +369,7 @@ class _Run:
         self.writer = _LogWriter(self)
         # Call frames wait here until the program yields, then leave in one
         # write: a burst of concurrent calls reaches the host at once.
-        self.outbox = bytearray()
+        self.outbox: list[str] = []
 
     def send(self, frame: dict[str, Any]) -> None:
         self.send_text(dumps(frame))
@@ -358,18 +381,20 @@ class _Run:
 
     def flush(self) -> None:
         if self.outbox and not self.finished:
-            batch = bytes(self.outbox)
+            # JSON text never holds a raw newline: worker.js splits the batch
+            # there and frames each part (a str crosses to JS far cheaper
+            # than bytes do).
+            batch = "\n".join(self.outbox)
             self.outbox.clear()
-            self._send(_to_js(batch))
+            self._send(batch)
 
-    def queue(self, data: bytes) -> None:
+    def queue(self, text: str) -> None:
         if not self.outbox:
             if _READY is not None:
                 _READY.defer(self.flush)
             else:
                 self.loop.call_soon(self.flush)
-        self.outbox += len(data).to_bytes(4, "big")
-        self.outbox += data
+        self.outbox.append(text)
 
     def finish(self, frame: dict[str, Any]) -> None:
         """Send the final frame; the host kills the worker when it reads it."""
@@ -410,19 +435,22 @@ class _Run:
         try:
             check_json(args)
             frame = {"type": "call", "id": call_id, "name": name, "args": args}
-            encoded = dumps(frame).encode()
+            text = dumps(frame)
+            size = _utf8_size(text)
         except (NotJsonError, ValueError, RecursionError) as exc:  # UnicodeEncodeError too
             raise TypeError(f"arguments of tool {name!r} are not JSON: {exc}") from None
         self.calls = call_id
         if call_id > self.max_calls:
             self.fail("tool_call_limit", f"the program made more than {self.max_calls} tool calls")
-        if len(encoded) > self.max_message:
+        if size > self.max_message:
             raise ToolCallError(
-                name, f"arguments are {len(encoded)} bytes, over the limit of {self.max_message}"
+                name, f"arguments are {size} bytes, over the limit of {self.max_message}"
             )
-        future: asyncio.Future[Any] = self.loop.create_future()
+        # A plain Future: the WebLoop's create_future() adds a done callback
+        # (one more trip through the ready queue per call) and a JS-facing subclass.
+        future: asyncio.Future[Any] = asyncio.Future(loop=self.loop)
         self.pending[call_id] = (future, name)
-        self.queue(encoded)
+        self.queue(text)
         return future
 
     def answer(self, frame: dict[str, Any]) -> None:
@@ -443,7 +471,7 @@ class _Run:
         try:
             check_json(value)
             data = dumps({"type": "done", "result": value})
-            size = len(data.encode())
+            size = _utf8_size(data)
         except (NotJsonError, ValueError, RecursionError) as exc:  # UnicodeEncodeError too
             message = f"TypeError: the program's return value is not lossless JSON: {exc}"
             self.finish({"type": "error", "kind": "exception", "message": message})
@@ -527,11 +555,14 @@ class _Worker:
             return
         # What the frame makes ready (the task awaiting an answer) runs now,
         # not in another trip through the JS event loop.
-        with _READY.holding():
+        _READY.hold()
+        try:
             self._receive(text)
+        finally:
+            _READY.run_inline()
 
     def _receive(self, text: str) -> None:
-        frame = json.loads(text)
+        frame = loads(text)
         kind = frame.get("type")
         if kind == "answer" and self.run is not None:
             self.run.answer(frame)
@@ -582,15 +613,9 @@ class _ReadyQueue:
         else:
             self.call_soon(callback)
 
-    @contextlib.contextmanager
-    def holding(self) -> Iterator[None]:
-        """Collect what becomes ready in the block, then :meth:`run_inline` it."""
+    def hold(self) -> None:
+        """Collect what becomes ready from now on; :meth:`run_inline` runs it."""
         self._inline = True
-        try:
-            yield
-        finally:
-            self._inline = False
-        self.run_inline()
 
     def run_inline(self) -> None:
         """Run what is ready now, a bounded number of rounds; schedule the rest."""
@@ -650,6 +675,11 @@ def _install_ready_queue(schedule: Any) -> None:
     loop.call_soon = queue.call_soon  # type: ignore[method-assign]
     loop.call_soon_threadsafe = queue.call_soon  # type: ignore[method-assign]
     _READY = queue
+    # The loop's timers (call_later) go through worker.js too: it must know
+    # whether anything is due before the next answer (see mayBlock there).
+    webloop = sys.modules.get(type(loop).__module__)
+    if webloop is not None and hasattr(webloop, "scheduleCallback"):
+        webloop.scheduleCallback = schedule  # type: ignore[attr-defined]
 
 
 _WARM_UP_PROGRAM = """
@@ -661,11 +691,20 @@ return {"total": total, "names": names, "nested": [{"a": 1.5, "b": None, "c": Tr
 """
 
 
-def warm_up() -> None:
+_WARM_UP_CALLS = """
+values = []
+for index in range(4):
+    values.append(await tools.echo({"index": index, "text": "x"}))
+return values
+"""
+
+
+def warm_up(send: Send | None = None) -> None:
     """Run the hot paths of a run once, leaving no state, so V8 tiers them up.
 
     A spare calls this in short slices while it waits for its run: a fresh
     instance otherwise runs its first program on baseline-compiled wasm.
+    ``send`` frames what the throwaway run sends without writing it.
     """
     namespace: dict[str, Any] = {"__builtins__": builtins, _NOTHING_NAME: _NOTHING}
     exec(compile_program(_WARM_UP_PROGRAM), namespace)
@@ -678,16 +717,41 @@ def warm_up() -> None:
         coroutine.close()
         return
     check_json(value)
-    json.loads(dumps({"type": "done", "result": value}))
-    # One tool call through a throwaway channel whose frames go nowhere.
+    loads(dumps({"type": "done", "result": value}))
+    _warm_up_calls(send)
+
+
+def _warm_up_calls(send: Send | None) -> None:
+    """A throwaway run with tool calls, answered here: the path of a real run."""
+    sent: list[str] = []
+
+    def capture(text: Any) -> None:
+        if send is not None:
+            send(text)
+        sent.append(str(text))
+
+    stdout, stderr = sys.stdout, sys.stderr
+    worker = _Worker(capture)
     limits = {"max_output_bytes": 1 << 20, "max_message_bytes": 1 << 20, "max_tool_calls": 8}
-    channel = _Run(lambda frame: None, limits)
-    pending = channel.call("warm_up", {"query": "x", "values": [1, 2.5, None, True]})
-    channel.flush()
-    answer = {"type": "answer", "id": channel.calls, "ok": True, "value": value}
-    channel.answer(json.loads(dumps(answer)))
-    pending.result()
-    channel.finished = True
+    try:
+        worker.receive(dumps({"type": "run", "code": _WARM_UP_CALLS, "tools": ["echo"], **limits}))
+        for _ in range(8):  # each answer runs the program to its next call (inline)
+            calls = [
+                loads(part)
+                for text in sent
+                for part in text.split("\n")
+                if part.startswith('{"type":"call"')
+            ]
+            sent.clear()
+            if not calls:
+                break
+            for call in calls:
+                answer = {"type": "answer", "id": call["id"], "ok": True, "value": call["args"]}
+                worker.receive(dumps(answer))
+    finally:
+        sys.stdout, sys.stderr = stdout, stderr
+        if worker.task is not None and not worker.task.done():
+            worker.task.cancel()
 
 
 def attach(send: Send, layers: str, schedule: object = None) -> Callable[[str], None]:
@@ -695,7 +759,9 @@ def attach(send: Send, layers: str, schedule: object = None) -> Callable[[str], 
 
     ``layers`` is the JSON list of ``[name, active, detail]`` triples the host
     shows as this worker's isolation layers; ``schedule`` replaces the event
-    loop's JS callback scheduler (``scheduleCallback(callback, delay_ms)``).
+    loop's JS callback scheduler (``scheduleCallback(callback, delay_ms)``), for
+    ready callbacks and timers alike. ``send`` takes the JSON text of one frame,
+    or of several joined by ``"\n"``.
     """
     if schedule is not None:
         _install_ready_queue(schedule)

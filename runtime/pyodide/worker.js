@@ -11,7 +11,11 @@
 // Frames on stdin/stdout (both one end of a socket pair the host holds the
 // other end of): a 4-byte big-endian length, then that many bytes of UTF-8
 // JSON (runtime/_protocol.py). This script only moves frames and schedules;
-// bootstrap.py gives the frames meaning.
+// bootstrap.py gives the frames meaning. It hands this script the JSON text of
+// its frames (several joined by "\n" leave in one write) and this script frames
+// them. While a tool call is unanswered and nothing else is due, stdin is read
+// blocking (see mayBlock): the answer is then handled without a trip through
+// the event loop and its reader thread.
 //
 // Security: everything here runs in the same JS realm as the untrusted Python
 // program (it can reach globalThis through `import js`). Nothing in this file
@@ -32,37 +36,100 @@ function writeAll(bytes) {
   }
 }
 
-// One frame from its JSON text, or (a Uint8Array) frames already framed.
-function sendFrame(text) {
-  if (text instanceof Uint8Array) {
-    writeAll(text);
-    return;
+const NEWLINE = 10;
+const CALL_PREFIX = encoder.encode('{"type":"call"');
+let callsSent = 0;
+
+function isCall(body, start) {
+  for (let i = 0; i < CALL_PREFIX.length; i++) {
+    if (body[start + i] !== CALL_PREFIX[i]) return false;
   }
-  const body = encoder.encode(text);
-  const frame = new Uint8Array(4 + body.length);
-  new DataView(frame.buffer).setUint32(0, body.length, false);
-  frame.set(body, 4);
-  writeAll(frame);
+  return true;
 }
 
-async function* readFrames() {
+// Frames from their JSON texts joined by "\n" (JSON text never holds a raw
+// newline), written at once. Call frames are counted (see mayBlock).
+function sendFrames(text) {
+  const [out, calls] = encodeFrames(text);
+  callsSent += calls;
+  writeAll(out);
+}
+
+// The bytes of those frames and how many of them are calls.
+function encodeFrames(text) {
+  const body = encoder.encode(String(text));
+  let count = 1;
+  for (let i = body.indexOf(NEWLINE); i !== -1; i = body.indexOf(NEWLINE, i + 1)) count++;
+  // Each part gains a 4-byte header and loses its separator.
+  const out = new Uint8Array(body.length + 3 * count + 1);
+  const view = new DataView(out.buffer);
+  let start = 0;
+  let at = 0;
+  let calls = 0;
+  for (;;) {
+    let end = body.indexOf(NEWLINE, start);
+    if (end === -1) end = body.length;
+    view.setUint32(at, end - start, false);
+    out.set(body.subarray(start, end), at + 4);
+    at += 4 + end - start;
+    if (end - start >= CALL_PREFIX.length && isCall(body, start)) calls++;
+    if (end === body.length) break;
+    start = end + 1;
+  }
+  return [out, calls];
+}
+
+// Work handed to scheduleCallback that has not run yet (ready Python
+// callbacks and timers), and the frames read from the host.
+let scheduled = 0;
+let framesReceived = 0;
+
+// Whether the next read may block the thread: only while a tool call is
+// unanswered (after "run", every host frame answers one) and no Python
+// callback or timer is waiting, so nothing could run before the answer
+// anyway. A blocking read skips the event loop's round trip through a
+// reader thread. (JS timers the program starts through `import js` wait
+// for the next answer then; they only ever delay the program itself.)
+function mayBlock() {
+  return scheduled === 0 && framesReceived > 0 && callsSent >= framesReceived;
+}
+
+// Read frames from stdin and hand each to onFrame; returns at end of input.
+async function serveFrames(onFrame) {
   let buffer = new Uint8Array(1 << 16);
   let filled = 0;
   for (;;) {
-    while (filled >= 4) {
-      const length = new DataView(buffer.buffer, buffer.byteOffset).getUint32(0, false);
+    let offset = 0;
+    while (filled - offset >= 4) {
+      const length = new DataView(buffer.buffer, buffer.byteOffset + offset).getUint32(0, false);
       if (length > MAX_FRAME) throw new Error("frame too large");
-      if (filled < 4 + length) break;
-      yield decoder.decode(buffer.subarray(4, 4 + length));
-      buffer.copyWithin(0, 4 + length, filled);
-      filled -= 4 + length;
+      if (filled - offset < 4 + length) break;
+      const text = decoder.decode(buffer.subarray(offset + 4, offset + 4 + length));
+      offset += 4 + length;
+      framesReceived++;
+      onFrame(text);
+    }
+    if (offset > 0) {
+      buffer.copyWithin(0, offset, filled);
+      filled -= offset;
     }
     if (filled === buffer.length) {
       const grown = new Uint8Array(buffer.length * 2);
       grown.set(buffer.subarray(0, filled));
       buffer = grown;
     }
-    const n = await stdin.read(buffer.subarray(filled));
+    let n;
+    // Microtasks queued by now (say, a settled JS promise the program awaits)
+    // run first; whatever they schedule rules out blocking.
+    if (mayBlock()) await null;
+    if (mayBlock()) {
+      try {
+        n = stdin.readSync(buffer.subarray(filled));
+      } catch {
+        n = undefined; // not a blocking descriptor after all: read as usual
+      }
+    }
+    if (n === undefined) n = await stdin.read(buffer.subarray(filled));
     if (n === null) return;
     filled += n;
   }
@@ -71,30 +138,76 @@ async function* readFrames() {
 // Pyodide's event loop schedules every callback as a macrotask (setImmediate
 // here, ~40 us or far more under load). Most can run as microtasks; every 256th
 // waits for a macrotask so frame reads and timers are never starved.
+// bootstrap.py routes the event loop's timers (call_later) here too.
 let burst = 0;
 function scheduleCallback(callback, delay = 0) {
-  if (delay > 2) {
-    setTimeout(callback, delay);
+  scheduled++;
+  const run = () => {
+    scheduled--;
+    callback();
+  };
+  if (delay > 0) {
+    setTimeout(run, delay);
     return;
   }
   if (burst === 0) setImmediate(() => (burst = 0));
-  if (++burst <= 256) queueMicrotask(callback);
-  else setImmediate(callback);
+  if (++burst <= 256) queueMicrotask(run);
+  else setImmediate(run);
+}
+
+// Pyodide reads and compiles its wasm module only after its JS modules are
+// loaded and parsed. Here the read and the (background) compile start first
+// and overlap that; Pyodide's own WebAssembly.instantiate of those bytes is
+// then answered with the module compiled early (see instantiateEarly).
+function compileEarly(assets) {
+  const bytes = Deno.readFile(`${assets}/pyodide.asm.wasm`);
+  const module = bytes.then((data) => WebAssembly.compile(data));
+  module.catch(() => {}); // Pyodide's own compile reports a broken module
+  return { bytes, module };
+}
+
+async function instantiateEarly(early, run) {
+  const size = (await early.bytes).byteLength;
+  const instantiate = WebAssembly.instantiate;
+  WebAssembly.instantiate = function (source, imports) {
+    if ((source instanceof Uint8Array || source instanceof ArrayBuffer) && source.byteLength === size) {
+      WebAssembly.instantiate = instantiate;
+      return early.module.then(async (module) => ({
+        module,
+        instance: await instantiate(module, imports),
+      }));
+    }
+    return instantiate.call(WebAssembly, source, imports);
+  };
+  try {
+    return await run();
+  } finally {
+    WebAssembly.instantiate = instantiate;
+    early.bytes = early.module = null; // let the early copy be collected
+  }
 }
 
 async function load(assets, snapshotPath, makeSnapshot) {
+  const early = compileEarly(assets);
+  const snapshotBytes = snapshotPath ? Deno.readFile(snapshotPath) : undefined;
+  const lockFile = Deno.readTextFile(`${assets}/pyodide-lock.json`).then(JSON.parse);
   const { loadPyodide } = await import(new URL(`file://${assets}/pyodide.mjs`).href);
   const stray = (line) => console.error(line);
-  return await loadPyodide({
-    indexURL: `${assets}/`,
-    // Reading the snapshot overlaps compiling the wasm module.
-    _loadSnapshot: snapshotPath ? Deno.readFile(snapshotPath) : undefined,
-    _makeSnapshot: makeSnapshot,
-    stdout: stray,
-    stderr: stray,
-    env: { HOME: "/home/pyodide" },
-    checkAPIVersion: true,
-  });
+  return await instantiateEarly(early, () =>
+    loadPyodide({
+      indexURL: `${assets}/`,
+      // Read above, in parallel (Pyodide would read it only when configured);
+      // packages resolve next to it, as when Pyodide reads it itself.
+      lockFileContents: lockFile,
+      packageBaseUrl: `${assets}/`,
+      _loadSnapshot: snapshotBytes,
+      _makeSnapshot: makeSnapshot,
+      stdout: stray,
+      stderr: stray,
+      env: { HOME: "/home/pyodide" },
+      checkAPIVersion: true,
+    }),
+  );
 }
 
 async function bootstrapModule(pyodide) {
@@ -122,7 +235,7 @@ async function warmUp(boot, started) {
   await new Promise((resolve) => setTimeout(resolve, WARM_UP_GRACE_MS));
   const until = performance.now() + WARM_UP_MS;
   while (!started() && performance.now() < until) {
-    boot.warm_up();
+    boot.warm_up(encodeFrames);
     await new Promise((resolve) => setTimeout(resolve, 0));
   }
 }
@@ -144,13 +257,13 @@ async function serve(assets, snapshotPath) {
     ["wasm", true, `CPython in Pyodide ${pyodide.version} (WebAssembly)`],
     ["deno-permissions", true, `Deno ${Deno.version.deno}: read-only assets; no net, run, env, write, ffi or sys`],
   ];
-  const onFrame = boot.attach(sendFrame, JSON.stringify(layers), scheduleCallback);
+  const onFrame = boot.attach(sendFrames, JSON.stringify(layers), scheduleCallback);
   let started = false;
   warmUp(boot, () => started);
-  for await (const text of readFrames()) {
+  await serveFrames((text) => {
     started = true;
     onFrame(text);
-  }
+  });
   Deno.exit(0);
 }
 

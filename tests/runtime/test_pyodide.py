@@ -552,3 +552,78 @@ async def test_unencodable_arguments_fail_that_call_only() -> None:
     assert "not JSON" in outcome.result[0]
     assert outcome.result[1] == {"n": 1}
     assert outcome.tool_calls == 1
+
+
+@pytest.mark.anyio
+@pytest.mark.pyodide
+async def test_timers_fire_while_a_tool_call_is_unanswered() -> None:
+    # worker.js blocks on its read only while nothing else is due; the
+    # program's timers (asyncio.wait_for, sleep) must still fire meanwhile.
+    answered = anyio.Event()
+
+    async def slow(name: str, args: Any) -> ToolAnswer:
+        with anyio.move_on_after(10):
+            await answered.wait()
+        return ToolAnswer.success("late")
+
+    async with open_runtime(spares=0) as runtime:
+        outcome = await runtime.run(
+            "import asyncio\n"
+            "call = asyncio.ensure_future(tools.slow({}))\n"
+            "try:\n"
+            "    await asyncio.wait_for(asyncio.shield(call), timeout=0.2)\n"
+            "except TimeoutError:\n"
+            "    timed_out = True\n"
+            "await asyncio.sleep(0.05)\n"
+            "print('timers ran')\n"
+            "return timed_out",
+            tool_names=["slow"],
+            call_tool=slow,
+            limits=Limits(timeout=5),  # the tool answers after 10 s at the earliest
+        )
+        answered.set()
+    assert outcome.ok, outcome.message
+    assert outcome.result is True
+    assert outcome.logs == ["timers ran"]
+
+
+@pytest.mark.anyio
+@pytest.mark.pyodide
+async def test_concurrent_calls_with_newlines_in_their_arguments_keep_their_frames() -> None:
+    # A burst of calls leaves the worker as one write (newline-joined JSON texts).
+    async with open_runtime(spares=0) as runtime:
+        outcome = await runtime.run(
+            "import asyncio\n"
+            "values = [{'text': f'line {i}\\nnext\\r\\n\\u2028', 'i': i} for i in range(20)]\n"
+            "return await asyncio.gather(*[tools.echo(value) for value in values])",
+            tool_names=["echo"],
+            call_tool=ToolBox(),
+        )
+    assert outcome.ok, outcome.message
+    assert outcome.result == [{"text": f"line {i}\nnext\r\n\u2028", "i": i} for i in range(20)]
+    assert outcome.tool_calls == 20
+
+
+@pytest.mark.anyio
+@pytest.mark.pyodide
+async def test_a_settled_js_promise_resolves_while_a_tool_call_is_unanswered() -> None:
+    answered = anyio.Event()
+
+    async def slow(name: str, args: Any) -> ToolAnswer:
+        with anyio.move_on_after(10):
+            await answered.wait()
+        return ToolAnswer.success("late")
+
+    async with open_runtime(spares=0) as runtime:
+        outcome = await runtime.run(
+            "import asyncio, js\n"
+            "call = asyncio.ensure_future(tools.slow({}))\n"
+            "await asyncio.sleep(0)\n"
+            "return await js.Promise.resolve(5)",
+            tool_names=["slow"],
+            call_tool=slow,
+            limits=Limits(timeout=5),  # the tool answers after 10 s at the earliest
+        )
+        answered.set()
+    assert outcome.ok, outcome.message
+    assert outcome.result == 5
