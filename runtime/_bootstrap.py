@@ -15,24 +15,32 @@ program, so every limit it enforces is enforced on the host again.
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import builtins
 import contextlib
-import io
-import itertools
 import linecache
 import marshal
 import os
 import socket
 import sys
-import traceback
-from collections.abc import Callable, Iterator
-from types import CodeType, TracebackType
+from collections.abc import Callable
+from types import CodeType
 from typing import Any, NoReturn
 
 import orjson
 
+from ._program import (
+    NOTHING,
+    NOTHING_NAME,
+    PROGRAM_FILENAME,
+    LogWriter,
+    ToolCallError,
+    Tools,
+    compile_program,
+    memory_message,
+    syntax_message,
+)
+from ._program import format_program_exception as _format_exception
 from ._protocol import FrameDecoder, NotJsonError, check_json, encode_frame
 
 __all__ = [
@@ -50,11 +58,9 @@ __all__ = [
     "set_cpu_policy",
 ]
 
-PROGRAM_FILENAME = "<program>"
 EXIT_MEMORY = 3
 EXIT_INTERNAL = 4
 EXIT_HOST_GONE = 5
-_NOTHING_NAME = "__ptc_nothing__"
 # A read asks for what the frame in progress still needs, within these bounds:
 # a buffer over glibc's mmap threshold (128 KiB) costs an mmap and a munmap
 # per read, several times the read itself for the small frames of a call.
@@ -62,39 +68,11 @@ _MIN_RECV = 1 << 16
 _MAX_RECV = 1 << 20
 # Failure messages are for a model to read: longer ones keep their head and tail.
 _MAX_MESSAGE_CHARS = 32_768
-# Partial lines are flushed as a line of their own once they get this long.
-_MAX_PARTIAL_CHARS = 1 << 16
 
 _INTERNAL_DIRS = (
     os.path.dirname(os.path.abspath(__file__)) + os.sep,
     os.path.dirname(os.path.abspath(asyncio.__file__)) + os.sep,
 )
-
-
-class _Nothing:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "<no result>"
-
-
-_NOTHING = _Nothing()
-
-
-class ToolCallError(Exception):
-    """A tool call failed; ``tool_name`` and ``message`` say which and why."""
-
-    def __init__(self, tool_name: str, message: str) -> None:
-        super().__init__(tool_name, message)
-        self.tool_name = tool_name
-        self.message = message
-
-    def __str__(self) -> str:
-        return f"{self.tool_name}: {self.message}"
-
-
-# Shown to the program (and in its tracebacks) as a builtin name.
-ToolCallError.__module__ = "builtins"
 
 
 class WorkerSettings:
@@ -107,256 +85,16 @@ class WorkerSettings:
         self.restricted = restricted
 
 
-# --------------------------------------------------------------------------- compile
-
-
-class _TopLevel(ast.NodeTransformer):
-    """Rewrite bare ``return`` to "no result" and reject ``yield`` at the top level."""
-
-    def visit_Return(self, node: ast.Return) -> ast.Return:
-        if node.value is None:
-            node.value = ast.copy_location(ast.Name(id=_NOTHING_NAME, ctx=ast.Load()), node)
-        return node
-
-    def _yield(self, node: ast.Yield | ast.YieldFrom) -> NoReturn:
-        error = SyntaxError("'yield' is not allowed at the top level of the program")
-        error.filename = PROGRAM_FILENAME
-        error.lineno = node.lineno
-        error.offset = node.col_offset + 1
-        raise error
-
-    visit_Yield = _yield
-    visit_YieldFrom = _yield
-
-    def _scope(self, node: ast.AST) -> ast.AST:
-        return node  # nested scopes keep their own return/yield semantics
-
-    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = _scope
-
-
-_NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-
-
-def _rewrite_bare_returns(statements: list[ast.stmt]) -> None:
-    """What :class:`_TopLevel` does for ``return``, walking statements only.
-
-    A ``return`` is always a statement (lambdas and comprehensions cannot hold
-    one), so the expressions, most of a tree, need no visit.
-    """
-    for node in statements:
-        if isinstance(node, ast.Return):
-            if node.value is None:
-                node.value = ast.copy_location(ast.Name(id=_NOTHING_NAME, ctx=ast.Load()), node)
-        elif not isinstance(node, _NESTED_SCOPES):
-            # if/for/while/with/try bodies; except handlers; match cases.
-            for field in ("body", "orelse", "finalbody"):
-                inner = getattr(node, field, None)
-                if inner:
-                    _rewrite_bare_returns(inner)
-            for part in (*getattr(node, "handlers", ()), *getattr(node, "cases", ())):
-                _rewrite_bare_returns(part.body)
-
-
-def compile_program(code: str) -> CodeType:
-    """Compile ``code`` as the body of an ``async def`` named ``<module>``.
-
-    Line numbers stay the program's own; a falling-off or bare ``return``
-    yields the "no result" sentinel.
-
-    Raises:
-        SyntaxError: the program does not compile.
-    """
-    tree = ast.parse(code, PROGRAM_FILENAME, "exec")
-    body = tree.body
-    hoisted: list[ast.stmt] = []
-    while body and isinstance(body[0], ast.ImportFrom) and body[0].module == "__future__":
-        hoisted.append(body.pop(0))
-    # Keywords are ASCII in the source (look-alike letters make names): without
-    # the words, no yield or return node can exist, and the statement-only
-    # walk, far cheaper than a visit of every node, is enough.
-    if "yield" in code:
-        transformer = _TopLevel()
-        body = [transformer.visit(statement) for statement in body]
-    elif "return" in code:
-        _rewrite_bare_returns(body)
-    line = (body[-1].end_lineno or 1) if body else 1
-    where = {"lineno": line, "end_lineno": line, "col_offset": 0, "end_col_offset": 0}
-    nothing = ast.Name(id=_NOTHING_NAME, ctx=ast.Load(), **where)
-    body.append(ast.Return(value=nothing, **where))
-    function = ast.AsyncFunctionDef(
-        name="<module>",
-        args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
-        body=body,
-        decorator_list=[],
-        returns=None,
-        type_comment=None,
-        # Every other node has its position (parsed, or set above): no
-        # fix_missing_locations walk over the whole tree.
-        lineno=1,
-        col_offset=0,
-        end_lineno=1,
-        end_col_offset=0,
-    )
-    module = ast.Module(body=[*hoisted, function], type_ignores=[])
-    return compile(module, PROGRAM_FILENAME, "exec", dont_inherit=True)
-
-
-# --------------------------------------------------------------------------- errors
-
-
-def _is_internal(tb: TracebackType) -> bool:
-    filename = tb.tb_frame.f_code.co_filename
+def _is_internal(filename: str) -> bool:
     return filename.startswith(_INTERNAL_DIRS)
-
-
-def _trim_traceback(tb: TracebackType | None) -> TracebackType | None:
-    kept: list[TracebackType] = []
-    while tb is not None:
-        if not _is_internal(tb):
-            kept.append(tb)
-        tb = tb.tb_next
-    for current, following in itertools.pairwise(kept):
-        current.tb_next = following
-    if kept:
-        kept[-1].tb_next = None
-        return kept[0]
-    return None
 
 
 def format_program_exception(exc: BaseException) -> str:
     """The traceback of ``exc`` in the program's own lines, runtime frames removed."""
-    seen: set[int] = set()
-    pending: list[BaseException | None] = [exc]
-    while pending:
-        current = pending.pop()
-        if current is None or id(current) in seen:
-            continue
-        seen.add(id(current))
-        current.__traceback__ = _trim_traceback(current.__traceback__)
-        pending.extend((current.__cause__, current.__context__))
-    return "".join(traceback.format_exception(exc)).rstrip("\n")
+    return _format_exception(exc, internal=_is_internal)
 
 
-def _syntax_message(exc: SyntaxError) -> str:
-    where = f"line {exc.lineno}" if exc.lineno else "unknown line"
-    if exc.offset:
-        where += f", column {exc.offset}"
-    head = f"SyntaxError at {where}: {exc.msg}"
-    if not exc.text:
-        return head
-    detail = "".join(traceback.format_exception_only(exc)).rstrip("\n")
-    return f"{head}\n{detail}"
-
-
-# --------------------------------------------------------------------------- tools
-
-
-class _Binding:
-    __slots__ = ("_name", "_run")
-
-    def __init__(self, run: _Run, name: str) -> None:
-        self._run = run
-        self._name = name
-
-    def __call__(self, args: Any = None, /, **kwargs: Any) -> asyncio.Future[Any]:
-        if args is None:
-            args = kwargs
-        elif kwargs:
-            raise TypeError(
-                f"tools[{self._name!r}]() takes one dict of arguments or keyword arguments, not both"
-            )
-        return self._run.call(self._name, args)
-
-    def __repr__(self) -> str:
-        return f"<tool {self._name!r}>"
-
-
-class Tools:
-    """The program's ``tools`` object: ``tools.name(...)`` or ``tools["any-name"](...)``."""
-
-    __slots__ = ("_bindings",)
-
-    def __init__(self, bindings: dict[str, _Binding]) -> None:
-        self._bindings = bindings
-
-    def _missing(self, name: object) -> str:
-        names = ", ".join(sorted(self._bindings)) or "(none)"
-        return f"no tool named {name!r}; available tools: {names}"
-
-    def __getattr__(self, name: str) -> _Binding:
-        try:
-            return self._bindings[name]
-        except KeyError:
-            raise AttributeError(self._missing(name)) from None
-
-    def __getitem__(self, name: str) -> _Binding:
-        try:
-            return self._bindings[name]
-        except (KeyError, TypeError):
-            raise KeyError(self._missing(name)) from None
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._bindings
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(sorted(self._bindings))
-
-    def __len__(self) -> int:
-        return len(self._bindings)
-
-    def __dir__(self) -> list[str]:
-        return sorted(name for name in self._bindings if name.isidentifier())
-
-    def __repr__(self) -> str:
-        return f"<tools: {', '.join(sorted(self._bindings))}>"
-
-
-# --------------------------------------------------------------------------- channel
-
-
-class _LogWriter(io.TextIOBase):
-    """``sys.stdout``/``sys.stderr`` of the program: complete lines become log frames."""
-
-    def __init__(self, run: _Run) -> None:
-        super().__init__()
-        self._run = run
-        self._partial: list[str] = []
-        self._partial_chars = 0
-
-    encoding = "utf-8"
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, text: str) -> int:
-        if type(text) is not str:
-            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
-        size = len(text)
-        self._run.count_output(size)
-        if "\n" in text:
-            head, _, tail = text.rpartition("\n")
-            if self._partial:
-                head = "".join(self._partial) + head
-                self._partial.clear()
-                self._partial_chars = 0
-            self._run.log(head)
-            if tail:
-                self._partial.append(tail)
-                self._partial_chars = len(tail)
-        elif text:
-            self._partial.append(text)
-            self._partial_chars += size
-            if self._partial_chars > _MAX_PARTIAL_CHARS:
-                self.drain()
-        return size
-
-    def drain(self) -> None:
-        """Send a pending partial line as a line of its own."""
-        if self._partial:
-            text = "".join(self._partial)
-            self._partial.clear()
-            self._partial_chars = 0
-            self._run.log(text)
+# --------------------------------------------------------------------------- the run
 
 
 class _Run:
@@ -386,7 +124,7 @@ class _Run:
         self.calls = 0
         self.pending: dict[int, tuple[asyncio.Future[Any], str]] = {}
         self.outbox: list[bytes] = []
-        self.writer = _LogWriter(self)
+        self.writer = LogWriter(self)
         self.run_frame: dict[str, Any] | None = None
         self.code = ""
         self.namespace: dict[str, Any] = {}
@@ -550,7 +288,7 @@ class _Run:
         self.max_calls = int(frame["max_tool_calls"])
         self.decoder = FrameDecoder(self.max_message)
         self.code = code = frame["code"]
-        tools = Tools({name: _Binding(self, name) for name in frame["tools"]})
+        tools = Tools(self, frame["tools"])
         sys.stdout = sys.stderr = self.writer
         linecache.cache[PROGRAM_FILENAME] = (
             len(code),
@@ -572,7 +310,7 @@ class _Run:
             try:
                 compiled = _compile(self.code, self.settings)
             except SyntaxError as exc:
-                self.fail("syntax", _syntax_message(exc))
+                self.fail("syntax", syntax_message(exc))
             except MemoryError:
                 self.fail("memory", "MemoryError: the program is too large to compile")
             except RecursionError:
@@ -599,7 +337,7 @@ class _Run:
 
     def report(self, value: Any) -> NoReturn:
         self.writer.drain()
-        if value is _NOTHING:
+        if value is NOTHING:
             self.finish({"type": "done"})
         try:
             check_json(value)
@@ -625,7 +363,7 @@ def _program_globals(tools: Tools, settings: WorkerSettings) -> dict[str, Any]:
         "__builtins__": builtins,
         "tools": tools,
         "ToolCallError": ToolCallError,
-        _NOTHING_NAME: _NOTHING,
+        NOTHING_NAME: NOTHING,
     }
     if settings.restricted:
         from ._restricted import restricted_globals
@@ -669,12 +407,12 @@ def serve(
             raise RuntimeError("Event loop stopped before Future completed.")
         value = task.result()
     except MemoryError:
-        run.fail("memory", _memory_message())
+        run.fail("memory", memory_message())
     except BaseException as exc:  # the program's failure, whatever it raised
         try:
             message = format_program_exception(exc)
         except MemoryError:
-            run.fail("memory", _memory_message())
+            run.fail("memory", memory_message())
         run.fail("exception", message)
     run.report(value)
 
@@ -727,10 +465,6 @@ def set_cpu_policy(*, background: bool) -> None:
     if policy is not None:
         with contextlib.suppress(OSError):
             os.sched_setscheduler(0, policy, os.sched_param(0))
-
-
-def _memory_message() -> str:
-    return "MemoryError: the program ran out of memory (it hit the worker's memory limit)"
 
 
 def _compile(code: str, settings: WorkerSettings) -> CodeType:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ._pyodide_assets import (
     ASSET_FILES,
+    PROGRAM_MODULE,
     PYODIDE_INTEGRITY,
     PYODIDE_VERSION,
     WORKER_DIR,
@@ -157,7 +158,7 @@ def build_snapshot(deno: Path, assets: Path, deno_dir: Path) -> Path:
         "--no-lock",
         "--no-npm",
         "--no-remote",
-        f"--allow-read={assets},{WORKER_DIR}",
+        f"--allow-read={assets},{WORKER_DIR},{PROGRAM_MODULE}",
         str(WORKER_DIR / "worker.js"),
         "snapshot",
         str(assets),

@@ -20,6 +20,7 @@ from ._exceptions import RuntimeUnavailableError
 __all__ = [
     "ASSET_FILES",
     "INSTALL_COMMAND",
+    "PROGRAM_MODULE",
     "PYODIDE_INTEGRITY",
     "PYODIDE_VERSION",
     "WORKER_DIR",
@@ -47,6 +48,8 @@ ASSET_FILES = (
 )
 #: The Deno host script and the in-Pyodide bootstrap shipped with this package.
 WORKER_DIR = Path(__file__).resolve().parent / "pyodide"
+#: The program semantics shared with the CPython worker; ``worker.js`` loads it too.
+PROGRAM_MODULE = Path(__file__).resolve().parent / "_program.py"
 INSTALL_COMMAND = "ptc runtime install pyodide"
 _EXTRA_HINT = "pip install 'ptc-runner[pyodide]'"
 
@@ -98,14 +101,15 @@ def asset_dir(cache_dir: Path | None = None) -> Path:
 
 
 def snapshot_path(assets: Path) -> Path:
-    """The snapshot file for this Pyodide version, ``worker.js`` and ``bootstrap.py``.
+    """The snapshot file for this Pyodide version and the worker's sources.
 
-    The name carries a digest of all three, so changing any of them makes the
+    The sources are ``worker.js``, ``bootstrap.py`` and ``_program.py``. The
+    name carries a digest of all four, so changing any of them makes the
     old snapshot stale and the installer builds a new one.
     """
     digest = hashlib.sha256(PYODIDE_VERSION.encode())
-    for name in ("worker.js", "bootstrap.py"):
-        digest.update((WORKER_DIR / name).read_bytes())
+    for source in (WORKER_DIR / "worker.js", WORKER_DIR / "bootstrap.py", PROGRAM_MODULE):
+        digest.update(source.read_bytes())
     return assets / f"snapshot-{digest.hexdigest()[:16]}.bin"
 
 

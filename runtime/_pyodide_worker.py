@@ -1,7 +1,8 @@
 """One Deno process running one Pyodide instance: spawn, limits, status, kill.
 
 The command line is the sandbox: ``--no-prompt`` and no ``--allow-*`` flag but
-``--allow-read`` of the Pyodide assets and ``runtime/pyodide/``, so every other
+``--allow-read`` of the Pyodide assets, ``runtime/pyodide/`` and ``runtime/_program.py``
+(the shared program semantics), so every other
 Deno capability (net, run, env, write, ffi, sys, imports) is denied; V8 flags
 cap the JS heap and the wasm memory and forbid code generation from strings.
 The process gets its own session (its group is killed as one), an almost empty
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 import anyio
 
 from ._pool import Worker
-from ._pyodide_assets import WORKER_DIR, PyodideInstall
+from ._pyodide_assets import PROGRAM_MODULE, WORKER_DIR, PyodideInstall
 
 __all__ = ["DenoWorker", "WorkerProfile", "deno_command"]
 
@@ -82,7 +83,7 @@ def deno_command(install: PyodideInstall, profile: WorkerProfile) -> list[str]:
         "--no-lock",
         "--no-npm",
         "--no-remote",
-        f"--allow-read={install.assets},{WORKER_DIR}",
+        f"--allow-read={install.assets},{WORKER_DIR},{PROGRAM_MODULE}",
         f"--v8-flags={v8_flags}",
         str(WORKER_DIR / "worker.js"),
         "serve",

@@ -2,10 +2,11 @@
 
 ``worker.js`` imports this module before the memory snapshot is taken (so it is
 already loaded when a worker starts) and calls :func:`attach` with the function
-that writes one frame to the host. The frames are those of ``runtime/_protocol.py``
-and the program semantics those of ``runtime/_bootstrap.py`` (the CPython
-worker); this file mirrors them with the standard library only, since neither
-orjson nor sockets exist inside Pyodide.
+that writes one frame to the host. The frames are those of ``runtime/_protocol.py``,
+written here with the standard library only, since neither orjson nor sockets
+exist inside Pyodide. The program semantics (compiling, ``tools``,
+``ToolCallError``, ``print``, tracebacks) are ``runtime/_program.py``, shared with
+the CPython worker: ``worker.js`` loads it first, as the module ``_ptc_program``.
 
 Security warning: this module runs in the same interpreter as the untrusted
 program, which can patch it, read its state and forge any frame. It enforces
@@ -14,56 +15,50 @@ nothing the host relies on; the host checks every frame and every limit again.
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import builtins
 import collections
 import contextlib
-import io
-import itertools
 import json
 import linecache
 import math
 import sys
-import traceback
-from collections.abc import Callable, Iterator
-from types import CodeType, TracebackType
-from typing import Any, NoReturn, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
-PROGRAM_FILENAME = "<program>"
+if TYPE_CHECKING:  # the same file, as the type checker finds it
+    from runtime._program import (
+        NOTHING,
+        NOTHING_NAME,
+        PROGRAM_FILENAME,
+        LogWriter,
+        ToolCallError,
+        Tools,
+        compile_program,
+        memory_message,
+        syntax_message,
+    )
+    from runtime._program import format_program_exception as _format_exception
+else:  # loaded by worker.js from runtime/_program.py, before this module
+    from _ptc_program import (
+        NOTHING,
+        NOTHING_NAME,
+        PROGRAM_FILENAME,
+        LogWriter,
+        ToolCallError,
+        Tools,
+        compile_program,
+        memory_message,
+        syntax_message,
+    )
+    from _ptc_program import format_program_exception as _format_exception
+
 MAX_JSON_DEPTH = 255
 _INT_MIN = -(2**63)
 _INT_MAX = 2**64 - 1
-_NOTHING_NAME = "__ptc_nothing__"
-_MAX_PARTIAL_CHARS = 1 << 16
 _MAX_MESSAGE_CHARS = 32_768
 
 Send = Callable[[Any], object]
-
-
-class _Nothing:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "<no result>"
-
-
-_NOTHING = _Nothing()
-
-
-class ToolCallError(Exception):
-    """A tool call failed; ``tool_name`` and ``message`` say which and why."""
-
-    def __init__(self, tool_name: str, message: str) -> None:
-        super().__init__(tool_name, message)
-        self.tool_name = tool_name
-        self.message = message
-
-    def __str__(self) -> str:
-        return f"{self.tool_name}: {self.message}"
-
-
-ToolCallError.__module__ = "builtins"
 
 
 class _Finished(BaseException):
@@ -139,214 +134,13 @@ def loads(text: str) -> Any:
     return value
 
 
-# --------------------------------------------------------------------------- compile
-
-
-class _TopLevel(ast.NodeTransformer):
-    """Rewrite bare ``return`` to "no result" and reject ``yield`` at the top level."""
-
-    def visit_Return(self, node: ast.Return) -> ast.Return:
-        if node.value is None:
-            node.value = ast.copy_location(ast.Name(id=_NOTHING_NAME, ctx=ast.Load()), node)
-        return node
-
-    def _yield(self, node: ast.Yield | ast.YieldFrom) -> NoReturn:
-        error = SyntaxError("'yield' is not allowed at the top level of the program")
-        error.filename = PROGRAM_FILENAME
-        error.lineno = node.lineno
-        error.offset = node.col_offset + 1
-        raise error
-
-    visit_Yield = _yield
-    visit_YieldFrom = _yield
-
-    def _scope(self, node: ast.AST) -> ast.AST:
-        return node
-
-    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = _scope
-
-
-def compile_program(code: str) -> CodeType:
-    """Compile ``code`` as the body of an ``async def`` named ``<module>``."""
-    tree = ast.parse(code, PROGRAM_FILENAME, "exec")
-    body = tree.body
-    hoisted: list[ast.stmt] = []
-    while body and isinstance(body[0], ast.ImportFrom) and body[0].module == "__future__":
-        hoisted.append(body.pop(0))
-    transformer = _TopLevel()
-    body = [transformer.visit(statement) for statement in body]
-    last_line = body[-1].end_lineno or 1 if body else 1
-    # Explicit end positions: Python 3.13+ rejects a node whose range is inverted.
-    where = {"lineno": last_line, "col_offset": 0, "end_lineno": last_line, "end_col_offset": 0}
-    nothing = ast.Name(id=_NOTHING_NAME, ctx=ast.Load(), **where)
-    body.append(ast.Return(value=nothing, **where))
-    function = ast.AsyncFunctionDef(
-        name="<module>",
-        args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
-        body=body,
-        decorator_list=[],
-        returns=None,
-        type_comment=None,
-        lineno=1,
-        col_offset=0,
-    )
-    module = ast.Module(body=[*hoisted, function], type_ignores=[])
-    ast.fix_missing_locations(module)
-    return compile(module, PROGRAM_FILENAME, "exec", dont_inherit=True)
-
-
-def _trim_traceback(tb: TracebackType | None) -> TracebackType | None:
-    kept: list[TracebackType] = []
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == PROGRAM_FILENAME:
-            kept.append(tb)
-        tb = tb.tb_next
-    for current, following in itertools.pairwise(kept):
-        current.tb_next = following
-    if kept:
-        kept[-1].tb_next = None
-        return kept[0]
-    return None
-
-
 def format_program_exception(exc: BaseException) -> str:
-    """The traceback of ``exc`` in the program's own lines, runtime frames removed."""
-    seen: set[int] = set()
-    pending: list[BaseException | None] = [exc]
-    while pending:
-        current = pending.pop()
-        if current is None or id(current) in seen:
-            continue
-        seen.add(id(current))
-        current.__traceback__ = _trim_traceback(current.__traceback__)
-        pending.extend((current.__cause__, current.__context__))
-    return "".join(traceback.format_exception(exc)).rstrip("\n")
+    """The traceback of ``exc`` in the program's own lines only."""
+    return _format_exception(exc, internal=_not_the_program)
 
 
-def syntax_message(exc: SyntaxError) -> str:
-    where = f"line {exc.lineno}" if exc.lineno else "unknown line"
-    if exc.offset:
-        where += f", column {exc.offset}"
-    detail = "".join(traceback.format_exception_only(exc)).rstrip("\n")
-    return f"SyntaxError at {where}: {exc.msg}\n{detail}"
-
-
-def _memory_message() -> str:
-    return "MemoryError: the program ran out of memory (it hit the worker's memory limit)"
-
-
-# --------------------------------------------------------------------------- tools
-
-
-class _Binding:
-    __slots__ = ("_name", "_run")
-
-    def __init__(self, run: _Run, name: str) -> None:
-        self._run = run
-        self._name = name
-
-    def __call__(self, args: Any = None, /, **kwargs: Any) -> asyncio.Future[Any]:
-        if args is None:
-            args = kwargs
-        elif kwargs:
-            raise TypeError(
-                f"tools[{self._name!r}]() takes one dict of arguments or keyword arguments, not both"
-            )
-        return self._run.call(self._name, args)
-
-    def __repr__(self) -> str:
-        return f"<tool {self._name!r}>"
-
-
-class Tools:
-    """The program's ``tools`` object: ``tools.name(...)`` or ``tools["any-name"](...)``."""
-
-    __slots__ = ("_bindings",)
-    _bindings: dict[str, _Binding]
-
-    def __init__(self, bindings: dict[str, _Binding]) -> None:
-        self._bindings = bindings
-
-    def _missing(self, name: object) -> str:
-        names = ", ".join(sorted(self._bindings)) or "(none)"
-        return f"no tool named {name!r}; available tools: {names}"
-
-    def __getattr__(self, name: str) -> _Binding:
-        try:
-            return self._bindings[name]
-        except KeyError:
-            raise AttributeError(self._missing(name)) from None
-
-    def __getitem__(self, name: str) -> _Binding:
-        try:
-            return self._bindings[name]
-        except (KeyError, TypeError):
-            raise KeyError(self._missing(name)) from None
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._bindings
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(sorted(self._bindings))
-
-    def __len__(self) -> int:
-        return len(self._bindings)
-
-    def __dir__(self) -> list[str]:
-        return sorted(name for name in self._bindings if name.isidentifier())
-
-    def __repr__(self) -> str:
-        return f"<tools: {', '.join(sorted(self._bindings))}>"
-
-
-# --------------------------------------------------------------------------- channel
-
-
-class _LogWriter(io.TextIOBase):
-    """``sys.stdout``/``sys.stderr`` of the program: complete lines become log frames."""
-
-    def __init__(self, run: _Run) -> None:
-        super().__init__()
-        self._run = run
-        self._partial: list[str] = []
-        self._partial_chars = 0
-
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        return "utf-8"
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, text: str) -> int:
-        if type(text) is not str:
-            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
-        size = len(text)
-        self._run.count_output(size)
-        if "\n" in text:
-            head, _, tail = text.rpartition("\n")
-            if self._partial:
-                head = "".join(self._partial) + head
-                self._partial.clear()
-                self._partial_chars = 0
-            self._run.log(head)
-            if tail:
-                self._partial.append(tail)
-                self._partial_chars = len(tail)
-        elif text:
-            self._partial.append(text)
-            self._partial_chars += size
-            if self._partial_chars > _MAX_PARTIAL_CHARS:
-                self.drain()
-        return size
-
-    def drain(self) -> None:
-        """Send a pending partial line as a line of its own."""
-        if self._partial:
-            text = "".join(self._partial)
-            self._partial.clear()
-            self._partial_chars = 0
-            self._run.log(text)
+def _not_the_program(filename: str) -> bool:
+    return filename != PROGRAM_FILENAME
 
 
 def _utf8_size(text: str) -> int:
@@ -366,7 +160,7 @@ class _Run:
         self.finished = False
         self.pending: dict[int, tuple[asyncio.Future[Any], str]] = {}
         self.loop = asyncio.get_event_loop()
-        self.writer = _LogWriter(self)
+        self.writer = LogWriter(self)
         # Call frames wait here until the program yields, then leave in one
         # write: a burst of concurrent calls reaches the host at once.
         self.outbox: list[str] = []
@@ -465,7 +259,7 @@ class _Run:
 
     def report(self, value: Any) -> None:
         self.writer.drain()
-        if value is _NOTHING:
+        if value is NOTHING:
             self.finish({"type": "done"})
             return
         try:
@@ -494,7 +288,7 @@ async def _guarded(run: _Run, code: str, tool_names: list[str]) -> None:
 
 
 async def _execute(run: _Run, code: str, tool_names: list[str]) -> None:
-    tools = Tools({name: _Binding(run, name) for name in tool_names})
+    tools = Tools(run, tool_names)
     sys.stdout = sys.stderr = run.writer
     linecache.cache[PROGRAM_FILENAME] = (len(code), None, code.splitlines(True), PROGRAM_FILENAME)
     try:
@@ -515,7 +309,7 @@ async def _execute(run: _Run, code: str, tool_names: list[str]) -> None:
         "__builtins__": builtins,
         "tools": tools,
         "ToolCallError": ToolCallError,
-        _NOTHING_NAME: _NOTHING,
+        NOTHING_NAME: NOTHING,
     }
     try:
         exec(compiled, namespace)
@@ -525,7 +319,7 @@ async def _execute(run: _Run, code: str, tool_names: list[str]) -> None:
         return
     except MemoryError:
         if not run.finished:
-            run.finish({"type": "error", "kind": "memory", "message": _memory_message()})
+            run.finish({"type": "error", "kind": "memory", "message": memory_message()})
         return
     except BaseException as exc:  # the program's failure, whatever it raised
         if run.finished:
@@ -533,7 +327,7 @@ async def _execute(run: _Run, code: str, tool_names: list[str]) -> None:
         try:
             message = format_program_exception(exc)
         except MemoryError:
-            message = _memory_message()
+            message = memory_message()
         run.writer.drain()
         run.finish({"type": "error", "kind": "exception", "message": message})
         return
@@ -706,7 +500,7 @@ def warm_up(send: Send | None = None) -> None:
     instance otherwise runs its first program on baseline-compiled wasm.
     ``send`` frames what the throwaway run sends without writing it.
     """
-    namespace: dict[str, Any] = {"__builtins__": builtins, _NOTHING_NAME: _NOTHING}
+    namespace: dict[str, Any] = {"__builtins__": builtins, NOTHING_NAME: NOTHING}
     exec(compile_program(_WARM_UP_PROGRAM), namespace)
     coroutine = namespace["<module>"]()
     try:

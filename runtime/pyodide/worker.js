@@ -1,8 +1,8 @@
 // The Deno side of a ptc-runner Pyodide worker.
 //
 // Usage (the host builds this command line; see runtime/_pyodide_worker.py):
-//   deno run --no-prompt --allow-read=<assets>,<this dir> worker.js serve <assets> [<snapshot>]
-//   deno run --no-prompt --allow-read=<assets>,<this dir> worker.js snapshot <assets>
+//   deno run --no-prompt --allow-read=<assets>,<this dir>,<runtime/_program.py> worker.js serve <assets> [<snapshot>]
+//   deno run --no-prompt --allow-read=<assets>,<this dir>,<runtime/_program.py> worker.js snapshot <assets>
 //
 // "serve" loads one fresh Pyodide instance, announces it with a READY frame and
 // serves exactly one run. "snapshot" writes a Pyodide memory snapshot (taken
@@ -210,16 +210,25 @@ async function load(assets, snapshotPath, makeSnapshot) {
   );
 }
 
+// Python source shipped beside this script, loaded as a module of its own.
+// runtime/_program.py (the program semantics, shared with the CPython worker)
+// comes first: bootstrap.py imports it.
+const MODULES = [
+  ["_ptc_program", "../_program.py", "<ptc-program>"],
+  ["_ptc_bootstrap", "./bootstrap.py", "<ptc-bootstrap>"],
+];
+
 async function bootstrapModule(pyodide) {
   const sys = pyodide.pyimport("sys");
-  if (!sys.modules.has("_ptc_bootstrap")) {
-    const source = await Deno.readTextFile(new URL("./bootstrap.py", import.meta.url));
+  for (const [name, path, filename] of MODULES) {
+    if (sys.modules.has(name)) continue;
+    const source = await Deno.readTextFile(new URL(path, import.meta.url));
     pyodide.runPython(
       "import sys, types\n" +
-        "module = types.ModuleType('_ptc_bootstrap')\n" +
-        "exec(compile(source, '<ptc-bootstrap>', 'exec'), module.__dict__)\n" +
-        "sys.modules['_ptc_bootstrap'] = module\n",
-      { globals: pyodide.toPy({ source }) },
+        "module = types.ModuleType(name)\n" +
+        "sys.modules[name] = module\n" +
+        "exec(compile(source, filename, 'exec'), module.__dict__)\n",
+      { globals: pyodide.toPy({ source, name, filename }) },
     );
   }
   return pyodide.pyimport("_ptc_bootstrap");

@@ -293,18 +293,24 @@ def test_snapshot_name_follows_the_worker_sources(
     copy.mkdir()
     for name in ("worker.js", "bootstrap.py"):
         (copy / name).write_bytes((WORKER_DIR / name).read_bytes())
+    program = tmp_path / "_program.py"
+    program.write_bytes(_pyodide_assets.PROGRAM_MODULE.read_bytes())
     monkeypatch.setattr(_pyodide_assets, "WORKER_DIR", copy)
+    monkeypatch.setattr(_pyodide_assets, "PROGRAM_MODULE", program)
     before = snapshot_path(tmp_path)
-    (copy / "bootstrap.py").write_text("# changed\n")
-    assert snapshot_path(tmp_path) != before
     assert before.name.startswith("snapshot-") and before.suffix == ".bin"
+    (copy / "bootstrap.py").write_text("# changed\n")
+    after_bootstrap = snapshot_path(tmp_path)
+    assert after_bootstrap != before
+    program.write_text("# changed\n")
+    assert snapshot_path(tmp_path) not in (before, after_bootstrap)
 
 
 # --------------------------------------------------------------------------- command line
 
 
 def test_the_deno_command_grants_nothing_but_reading_the_assets(tmp_path: Path) -> None:
-    from runtime._pyodide_assets import WORKER_DIR, PyodideInstall
+    from runtime._pyodide_assets import PROGRAM_MODULE, WORKER_DIR, PyodideInstall
 
     install = PyodideInstall(
         deno=Path("/opt/deno"),
@@ -316,7 +322,7 @@ def test_the_deno_command_grants_nothing_but_reading_the_assets(tmp_path: Path) 
     assert command[:2] == ["/opt/deno", "run"]
     assert "--no-prompt" in command
     grants = [arg for arg in command if arg.startswith("--allow")]
-    assert grants == [f"--allow-read={tmp_path / 'assets'},{WORKER_DIR}"]
+    assert grants == [f"--allow-read={tmp_path / 'assets'},{WORKER_DIR},{PROGRAM_MODULE}"]
     assert not any(arg.startswith(("-A", "--unstable")) for arg in command)
     v8 = next(arg for arg in command if arg.startswith("--v8-flags="))
     assert "--disallow-code-generation-from-strings" in v8

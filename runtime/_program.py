@@ -1,0 +1,341 @@
+"""What a program sees of its worker, shared by the CPython and the Pyodide worker.
+
+Compiling a program as the body of an ``async def``, its ``tools`` object,
+``ToolCallError``, the ``print`` writer and the traceback a failure reports: one
+definition of the program semantics for both workers. Standard library only and
+no package-relative import: the CPython worker imports it as ``runtime._program``,
+the Pyodide worker loads this file as the module ``_ptc_program``.
+
+Security warning: this code runs in the same interpreter as the untrusted
+program, which can patch it and read its state. It enforces nothing the host
+relies on; the host checks every frame and every limit again.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import io
+import itertools
+import traceback
+from collections.abc import Callable, Iterator
+from types import CodeType, TracebackType
+from typing import Any, NoReturn, Protocol
+
+__all__ = [
+    "MAX_PARTIAL_CHARS",
+    "NOTHING",
+    "NOTHING_NAME",
+    "PROGRAM_FILENAME",
+    "LogWriter",
+    "ProgramRun",
+    "ToolCallError",
+    "Tools",
+    "compile_program",
+    "format_program_exception",
+    "memory_message",
+    "syntax_message",
+]
+
+PROGRAM_FILENAME = "<program>"
+#: The builtin name of the "no result" sentinel a bare ``return`` yields.
+NOTHING_NAME = "__ptc_nothing__"
+#: Partial lines are flushed as a line of their own once they get this long.
+MAX_PARTIAL_CHARS = 1 << 16
+
+
+class _Nothing:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<no result>"
+
+
+NOTHING = _Nothing()
+
+
+class ToolCallError(Exception):
+    """A tool call failed; ``tool_name`` and ``message`` say which and why."""
+
+    def __init__(self, tool_name: str, message: str) -> None:
+        super().__init__(tool_name, message)
+        self.tool_name = tool_name
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.tool_name}: {self.message}"
+
+
+# Shown to the program (and in its tracebacks) as a builtin name.
+ToolCallError.__module__ = "builtins"
+
+
+class ProgramRun(Protocol):
+    """What the ``tools`` bindings and the ``print`` writer need of a worker's run."""
+
+    def call(self, name: str, args: Any) -> asyncio.Future[Any]: ...
+
+    def count_output(self, size: int) -> None: ...
+
+    def log(self, text: str) -> None: ...
+
+
+# --------------------------------------------------------------------------- compile
+
+
+class _TopLevel(ast.NodeTransformer):
+    """Rewrite bare ``return`` to "no result" and reject ``yield`` at the top level."""
+
+    def visit_Return(self, node: ast.Return) -> ast.Return:
+        if node.value is None:
+            node.value = ast.copy_location(ast.Name(id=NOTHING_NAME, ctx=ast.Load()), node)
+        return node
+
+    def _yield(self, node: ast.Yield | ast.YieldFrom) -> NoReturn:
+        error = SyntaxError("'yield' is not allowed at the top level of the program")
+        error.filename = PROGRAM_FILENAME
+        error.lineno = node.lineno
+        error.offset = node.col_offset + 1
+        raise error
+
+    visit_Yield = _yield
+    visit_YieldFrom = _yield
+
+    def _scope(self, node: ast.AST) -> ast.AST:
+        return node  # nested scopes keep their own return/yield semantics
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = _scope
+
+
+_NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _rewrite_bare_returns(statements: list[ast.stmt]) -> None:
+    """What :class:`_TopLevel` does for ``return``, walking statements only.
+
+    A ``return`` is always a statement (lambdas and comprehensions cannot hold
+    one), so the expressions, most of a tree, need no visit.
+    """
+    for node in statements:
+        if isinstance(node, ast.Return):
+            if node.value is None:
+                node.value = ast.copy_location(ast.Name(id=NOTHING_NAME, ctx=ast.Load()), node)
+        elif not isinstance(node, _NESTED_SCOPES):
+            # if/for/while/with/try bodies; except handlers; match cases.
+            for field in ("body", "orelse", "finalbody"):
+                inner = getattr(node, field, None)
+                if inner:
+                    _rewrite_bare_returns(inner)
+            for part in (*getattr(node, "handlers", ()), *getattr(node, "cases", ())):
+                _rewrite_bare_returns(part.body)
+
+
+def compile_program(code: str) -> CodeType:
+    """Compile ``code`` as the body of an ``async def`` named ``<module>``.
+
+    Line numbers stay the program's own; a falling-off or bare ``return``
+    yields the "no result" sentinel.
+
+    Raises:
+        SyntaxError: the program does not compile.
+    """
+    tree = ast.parse(code, PROGRAM_FILENAME, "exec")
+    body = tree.body
+    hoisted: list[ast.stmt] = []
+    while body and isinstance(body[0], ast.ImportFrom) and body[0].module == "__future__":
+        hoisted.append(body.pop(0))
+    # Keywords are ASCII in the source (look-alike letters make names): without
+    # the words, no yield or return node can exist, and the statement-only
+    # walk, far cheaper than a visit of every node, is enough.
+    if "yield" in code:
+        transformer = _TopLevel()
+        body = [transformer.visit(statement) for statement in body]
+    elif "return" in code:
+        _rewrite_bare_returns(body)
+    line = (body[-1].end_lineno or 1) if body else 1
+    # Explicit end positions: Python 3.13+ rejects a node whose range is inverted.
+    where = {"lineno": line, "end_lineno": line, "col_offset": 0, "end_col_offset": 0}
+    nothing = ast.Name(id=NOTHING_NAME, ctx=ast.Load(), **where)
+    body.append(ast.Return(value=nothing, **where))
+    function = ast.AsyncFunctionDef(
+        name="<module>",
+        args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
+        body=body,
+        decorator_list=[],
+        returns=None,
+        type_comment=None,
+        # Every other node has its position (parsed, or set above): no
+        # fix_missing_locations walk over the whole tree.
+        lineno=1,
+        col_offset=0,
+        end_lineno=1,
+        end_col_offset=0,
+    )
+    module = ast.Module(body=[*hoisted, function], type_ignores=[])
+    return compile(module, PROGRAM_FILENAME, "exec", dont_inherit=True)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def _trim_traceback(
+    tb: TracebackType | None, internal: Callable[[str], bool]
+) -> TracebackType | None:
+    kept: list[TracebackType] = []
+    while tb is not None:
+        if not internal(tb.tb_frame.f_code.co_filename):
+            kept.append(tb)
+        tb = tb.tb_next
+    for current, following in itertools.pairwise(kept):
+        current.tb_next = following
+    if kept:
+        kept[-1].tb_next = None
+        return kept[0]
+    return None
+
+
+def format_program_exception(exc: BaseException, *, internal: Callable[[str], bool]) -> str:
+    """The traceback of ``exc`` (and its causes) without the frames ``internal`` names.
+
+    ``internal(filename)`` is true for a frame of the worker itself.
+    """
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        current.__traceback__ = _trim_traceback(current.__traceback__, internal)
+        pending.extend((current.__cause__, current.__context__))
+    return "".join(traceback.format_exception(exc)).rstrip("\n")
+
+
+def syntax_message(exc: SyntaxError) -> str:
+    """Where and why ``exc`` happened, with the offending line when known."""
+    where = f"line {exc.lineno}" if exc.lineno else "unknown line"
+    if exc.offset:
+        where += f", column {exc.offset}"
+    head = f"SyntaxError at {where}: {exc.msg}"
+    if not exc.text:
+        return head
+    detail = "".join(traceback.format_exception_only(exc)).rstrip("\n")
+    return f"{head}\n{detail}"
+
+
+def memory_message() -> str:
+    return "MemoryError: the program ran out of memory (it hit the worker's memory limit)"
+
+
+# --------------------------------------------------------------------------- tools
+
+
+class _Binding:
+    __slots__ = ("_name", "_run")
+
+    def __init__(self, run: ProgramRun, name: str) -> None:
+        self._run = run
+        self._name = name
+
+    def __call__(self, args: Any = None, /, **kwargs: Any) -> asyncio.Future[Any]:
+        if args is None:
+            args = kwargs
+        elif kwargs:
+            raise TypeError(
+                f"tools[{self._name!r}]() takes one dict of arguments or keyword arguments, not both"
+            )
+        return self._run.call(self._name, args)
+
+    def __repr__(self) -> str:
+        return f"<tool {self._name!r}>"
+
+
+class Tools:
+    """The program's ``tools`` object: ``tools.name(...)`` or ``tools["any-name"](...)``."""
+
+    __slots__ = ("_bindings",)
+    _bindings: dict[str, _Binding]
+
+    def __init__(self, run: ProgramRun, names: Iterator[str] | list[str]) -> None:
+        self._bindings = {name: _Binding(run, name) for name in names}
+
+    def _missing(self, name: object) -> str:
+        names = ", ".join(sorted(self._bindings)) or "(none)"
+        return f"no tool named {name!r}; available tools: {names}"
+
+    def __getattr__(self, name: str) -> _Binding:
+        try:
+            return self._bindings[name]
+        except KeyError:
+            raise AttributeError(self._missing(name)) from None
+
+    def __getitem__(self, name: str) -> _Binding:
+        try:
+            return self._bindings[name]
+        except (KeyError, TypeError):
+            raise KeyError(self._missing(name)) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._bindings
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._bindings))
+
+    def __len__(self) -> int:
+        return len(self._bindings)
+
+    def __dir__(self) -> list[str]:
+        return sorted(name for name in self._bindings if name.isidentifier())
+
+    def __repr__(self) -> str:
+        return f"<tools: {', '.join(sorted(self._bindings))}>"
+
+
+# --------------------------------------------------------------------------- output
+
+
+class LogWriter(io.TextIOBase):
+    """``sys.stdout``/``sys.stderr`` of the program: complete lines become log frames."""
+
+    def __init__(self, run: ProgramRun) -> None:
+        super().__init__()
+        self._run = run
+        self._partial: list[str] = []
+        self._partial_chars = 0
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return "utf-8"
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if type(text) is not str:
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        size = len(text)
+        self._run.count_output(size)
+        if "\n" in text:
+            head, _, tail = text.rpartition("\n")
+            if self._partial:
+                head = "".join(self._partial) + head
+                self._partial.clear()
+                self._partial_chars = 0
+            self._run.log(head)
+            if tail:
+                self._partial.append(tail)
+                self._partial_chars = len(tail)
+        elif text:
+            self._partial.append(text)
+            self._partial_chars += size
+            if self._partial_chars > MAX_PARTIAL_CHARS:
+                self.drain()
+        return size
+
+    def drain(self) -> None:
+        """Send a pending partial line as a line of its own."""
+        if self._partial:
+            text = "".join(self._partial)
+            self._partial.clear()
+            self._partial_chars = 0
+            self._run.log(text)
