@@ -10,8 +10,9 @@ Prints medians:
 (d) 10,000 sequential tool calls in one run, as calls/s;
 (e) 100 concurrent tool calls that each sleep 50 ms (target < 60 ms wall);
 and, for scale, ``python -c pass`` and ``python -I -S -c pass`` as subprocesses,
-one asyncio loop turn and a raw two-process ping-pong through anyio on this
-machine (the floor every figure above stands on).
+one asyncio loop turn, a raw two-process ping-pong through anyio (back to back,
+and after a 50 ms pause as (a) pauses), and (e) run by 100 in-process tasks
+with no worker on this machine (the floors the figures above stand on).
 """
 
 from __future__ import annotations
@@ -99,8 +100,22 @@ async def bench_concurrent(rt: SubprocessRuntime, rounds: int) -> float:
     return statistics.median(samples)
 
 
-async def bench_floor() -> tuple[float, float]:
-    """This machine's floor: one event-loop turn, one process ping-pong through anyio."""
+async def bench_sleep_floor(rounds: int) -> float:
+    """(e) without a worker: 100 tasks of this process that each sleep 50 ms."""
+    samples = []
+    for _ in range(rounds):
+        await anyio.sleep(0.05)
+        started = time.perf_counter()
+        async with anyio.create_task_group() as group:
+            for _ in range(100):
+                group.start_soon(anyio.sleep, 0.05)
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+async def bench_floor() -> tuple[float, float, float]:
+    """This machine's floor: one event-loop turn, one process ping-pong through anyio
+    back to back, and the same after a 50 ms pause (as (a) pauses: a woken peer)."""
     turns = 20_000
     started = time.perf_counter()
     for _ in range(turns):
@@ -115,8 +130,8 @@ async def bench_floor() -> tuple[float, float]:
         os._exit(0)
     theirs.close()
     ours.setblocking(False)
-    samples = []
-    for _ in range(2_000):
+
+    async def ping() -> float:
         started = time.perf_counter()
         ours.send(b"x" * 40)
         while True:
@@ -125,10 +140,16 @@ async def bench_floor() -> tuple[float, float]:
                 break
             except BlockingIOError:
                 await anyio.wait_readable(ours)
-        samples.append(time.perf_counter() - started)
+        return time.perf_counter() - started
+
+    back_to_back = [await ping() for _ in range(2_000)]
+    paused = []
+    for _ in range(40):
+        await anyio.sleep(0.05)
+        paused.append(await ping())
     ours.close()
     os.waitpid(pid, 0)  # noqa: ASYNC222 - the peer exits as soon as it sees EOF
-    return turn, statistics.median(samples)
+    return turn, statistics.median(back_to_back), statistics.median(paused)
 
 
 def bench_plain_python(args: list[str], rounds: int) -> float:
@@ -143,7 +164,8 @@ def bench_plain_python(args: list[str], rounds: int) -> float:
 async def main(layers_on: bool, rounds: int) -> None:
     layers = None if layers_on else ()
     print(f"layers: {'on' if layers_on else 'off'}; {os.cpu_count()} CPUs; load {os.getloadavg()}")
-    turn, ping_pong = await bench_floor()
+    turn, ping_pong, paused_ping_pong = await bench_floor()
+    sleep_floor = await bench_sleep_floor(rounds)
     plain = bench_plain_python(["-c", "pass"], rounds)
     isolated = bench_plain_python(["-I", "-S", "-c", "pass"], rounds)
     async with SubprocessRuntime(layers=layers, limits=Limits(timeout=120)) as rt:
@@ -165,6 +187,8 @@ async def main(layers_on: bool, rounds: int) -> None:
     print(f"    python -I -S -c pass (subprocess)  {_ms(isolated)}")
     print(f"    floor: one event-loop turn         {_ms(turn)}")
     print(f"    floor: raw process ping-pong       {_ms(ping_pong)}")
+    print(f"    floor: the same after a 50 ms pause {_ms(paused_ping_pong)}")
+    print(f"    floor: (e) in-process, no worker   {_ms(sleep_floor)}")
 
 
 if __name__ == "__main__":
