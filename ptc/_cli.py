@@ -200,7 +200,9 @@ app.add_typer(runtime_app, name="runtime")
 @runtime_app.command("install")
 def runtime_install_command(
     name: Annotated[str, typer.Argument(help="The runtime to install: pyodide.")],
-    force: Annotated[bool, typer.Option("--force", help="Download and rebuild everything.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Download and rebuild everything.")
+    ] = False,
 ) -> None:
     """Install a runtime's assets once (idempotent): Pyodide from the npm registry, and its snapshot."""
     from runtime import InstallError, RuntimeUnavailableError, install_pyodide

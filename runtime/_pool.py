@@ -395,12 +395,7 @@ class WorkerPool:
         task waiting for a reply collects for itself; this leaves them to it.
         """
         zygote = self._zygote
-        if (
-            zygote is not None
-            and zygote.alive
-            and not self._read_lock.locked()
-            and zygote.news()
-        ):
+        if zygote is not None and zygote.alive and not self._read_lock.locked() and zygote.news():
             with contextlib.suppress(_ZygoteDied):  # noticed (and replaced) on the next acquire
                 self._collect(zygote)
 

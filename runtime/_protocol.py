@@ -186,11 +186,7 @@ def parse_worker_frame(payload: bytes) -> WorkerFrame:
     kind = frame.get("type")
     keys = frame.keys()
     if kind == "call":
-        if (
-            keys == _CALL_KEYS
-            and type(frame["id"]) is int
-            and type(frame["name"]) is str
-        ):
+        if keys == _CALL_KEYS and type(frame["id"]) is int and type(frame["name"]) is str:
             return frame  # type: ignore[return-value]
     elif kind == "log":
         if keys == _LOG_KEYS and type(frame["text"]) is str:

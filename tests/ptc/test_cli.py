@@ -259,7 +259,9 @@ def _pyodide_unusable() -> bool:
 
 
 @pytest.mark.pyodide
-@pytest.mark.skipif(_pyodide_unusable(), reason="Pyodide not installed: ptc runtime install pyodide")
+@pytest.mark.skipif(
+    _pyodide_unusable(), reason="Pyodide not installed: ptc runtime install pyodide"
+)
 @pytest.mark.parametrize(
     ("program", "expected"),
     [

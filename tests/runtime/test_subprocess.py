@@ -88,7 +88,10 @@ _NO_RESULT = object()
         ("return", _NO_RESULT),
         ("x = 1", _NO_RESULT),
         ("if True:\n    return\nreturn 1", _NO_RESULT),
-        ("for i in [1]:\n    while True:\n        with memoryview(b''):\n            return", _NO_RESULT),
+        (
+            "for i in [1]:\n    while True:\n        with memoryview(b''):\n            return",
+            _NO_RESULT,
+        ),
         ("try:\n    raise ValueError\nexcept ValueError:\n    return", _NO_RESULT),
         ("try:\n    pass\nfinally:\n    return", _NO_RESULT),
         ("for i in []:\n    pass\nelse:\n    return", _NO_RESULT),
