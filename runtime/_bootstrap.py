@@ -33,6 +33,7 @@ from ._program import (
     NOTHING,
     NOTHING_NAME,
     PROGRAM_FILENAME,
+    PROGRAM_FUNCTION,
     LogWriter,
     ToolCallError,
     Tools,
@@ -317,7 +318,7 @@ class _Run:
                 self.fail("syntax", "SyntaxError: the program is nested too deeply to compile")
         namespace = self.namespace
         exec(compiled, namespace)
-        main = namespace.pop("<module>")
+        main = namespace.pop(PROGRAM_FUNCTION)
         if self.guard is not None:
             self.guard()
         self.task = task = self.loop.create_task(self.execute(main))

@@ -27,6 +27,7 @@ __all__ = [
     "NOTHING",
     "NOTHING_NAME",
     "PROGRAM_FILENAME",
+    "PROGRAM_FUNCTION",
     "LogWriter",
     "ProgramRun",
     "ToolCallError",
@@ -34,10 +35,13 @@ __all__ = [
     "compile_program",
     "format_program_exception",
     "memory_message",
+    "program_module",
     "syntax_message",
 ]
 
 PROGRAM_FILENAME = "<program>"
+#: The name of the ``async def`` that holds the program.
+PROGRAM_FUNCTION = "<module>"
 #: The builtin name of the "no result" sentinel a bare ``return`` yields.
 NOTHING_NAME = "__ptc_nothing__"
 #: Partial lines are flushed as a line of their own once they get this long.
@@ -139,7 +143,20 @@ def compile_program(code: str) -> CodeType:
     Raises:
         SyntaxError: the program does not compile.
     """
-    tree = ast.parse(code, PROGRAM_FILENAME, "exec")
+    module = program_module(ast.parse(code, PROGRAM_FILENAME, "exec"), code)
+    return compile(module, PROGRAM_FILENAME, "exec", dont_inherit=True)
+
+
+def program_module(tree: ast.Module, code: str) -> ast.Module:
+    """``tree`` (parsed from ``code``) as a module defining ``async def <module>()``.
+
+    ``from __future__`` imports stay at module level; the rest is the function's
+    body, with bare ``return`` rewritten and a final ``return`` of the "no
+    result" sentinel.
+
+    Raises:
+        SyntaxError: ``yield`` at the top level.
+    """
     body = tree.body
     hoisted: list[ast.stmt] = []
     while body and isinstance(body[0], ast.ImportFrom) and body[0].module == "__future__":
@@ -158,21 +175,20 @@ def compile_program(code: str) -> CodeType:
     nothing = ast.Name(id=NOTHING_NAME, ctx=ast.Load(), **where)
     body.append(ast.Return(value=nothing, **where))
     function = ast.AsyncFunctionDef(
-        name="<module>",
+        name=PROGRAM_FUNCTION,
         args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
         body=body,
         decorator_list=[],
         returns=None,
         type_comment=None,
-        # Every other node has its position (parsed, or set above): no
-        # fix_missing_locations walk over the whole tree.
+        # Every other parsed node has its position: no fix_missing_locations
+        # walk over the whole tree.
         lineno=1,
         col_offset=0,
-        end_lineno=1,
+        end_lineno=line,
         end_col_offset=0,
     )
-    module = ast.Module(body=[*hoisted, function], type_ignores=[])
-    return compile(module, PROGRAM_FILENAME, "exec", dont_inherit=True)
+    return ast.Module(body=[*hoisted, function], type_ignores=[])
 
 
 # --------------------------------------------------------------------------- errors

@@ -50,6 +50,7 @@ from ._imports import (
     installed_guard,
     is_module_allowed,
 )
+from ._program import PROGRAM_FUNCTION, program_module
 
 __all__ = [
     "PROGRAM_FUNCTION",
@@ -57,11 +58,6 @@ __all__ = [
     "compile_restricted_program",
     "restricted_globals",
 ]
-
-#: Name of the ``async def`` that the compiled module defines (as in ``_bootstrap``).
-PROGRAM_FUNCTION: Final = "<module>"
-# The sentinel name a bare or missing ``return`` yields; ``_bootstrap`` binds it.
-_NOTHING_NAME: Final = "__ptc_nothing__"
 
 #: (module, attribute) pairs refused although both names look harmless.
 _REFUSED_ATTRIBUTES: Final = frozenset(
@@ -206,29 +202,8 @@ def compile_restricted_program(source: str, filename: str = "<program>") -> type
     tree = policy.visit(tree)
     if errors:
         raise _syntax_error("\n".join(errors), filename, _first_error_line(errors), None)
-    body = list(tree.body)
-    hoisted: list[ast.stmt] = []
-    while body and isinstance(body[0], ast.ImportFrom) and body[0].module == "__future__":
-        hoisted.append(body.pop(0))
-    for node in _top_level(body):
-        if isinstance(node, ast.Return) and node.value is None:
-            node.value = ast.copy_location(ast.Name(id=_NOTHING_NAME, ctx=ast.Load()), node)
-    last_line = (body[-1].end_lineno or 1) if body else 1
-    where = {"lineno": last_line, "col_offset": 0, "end_lineno": last_line, "end_col_offset": 0}
-    body.append(ast.Return(value=ast.Name(id=_NOTHING_NAME, ctx=ast.Load(), **where), **where))
-    function = ast.AsyncFunctionDef(
-        name=PROGRAM_FUNCTION,
-        args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
-        body=body,
-        decorator_list=[],
-        returns=None,
-        type_comment=None,
-        lineno=1,
-        col_offset=0,
-        end_lineno=last_line,
-        end_col_offset=0,
-    )
-    module = ast.Module(body=[*hoisted, function], type_ignores=[])
+    # The policy's own nodes have no positions: fill them in after wrapping.
+    module = program_module(tree, source)
     ast.fix_missing_locations(module)
     return compile(module, filename, "exec", dont_inherit=True)
 

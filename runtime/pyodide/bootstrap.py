@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # the same file, as the type checker finds it
         NOTHING,
         NOTHING_NAME,
         PROGRAM_FILENAME,
+        PROGRAM_FUNCTION,
         LogWriter,
         ToolCallError,
         Tools,
@@ -44,6 +45,7 @@ else:  # loaded by worker.js from runtime/_program.py, before this module
         NOTHING,
         NOTHING_NAME,
         PROGRAM_FILENAME,
+        PROGRAM_FUNCTION,
         LogWriter,
         ToolCallError,
         Tools,
@@ -313,7 +315,7 @@ async def _execute(run: _Run, code: str, tool_names: list[str]) -> None:
     }
     try:
         exec(compiled, namespace)
-        main = namespace.pop("<module>")
+        main = namespace.pop(PROGRAM_FUNCTION)
         value = await main()
     except _Finished:
         return
@@ -502,7 +504,7 @@ def warm_up(send: Send | None = None) -> None:
     """
     namespace: dict[str, Any] = {"__builtins__": builtins, NOTHING_NAME: NOTHING}
     exec(compile_program(_WARM_UP_PROGRAM), namespace)
-    coroutine = namespace["<module>"]()
+    coroutine = namespace[PROGRAM_FUNCTION]()
     try:
         coroutine.send(None)
     except StopIteration as stop:

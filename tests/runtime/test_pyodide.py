@@ -560,17 +560,24 @@ async def test_unencodable_arguments_fail_that_call_only() -> None:
     assert outcome.tool_calls == 1
 
 
+def _answers_once(answered: anyio.Event) -> Any:
+    """A ``call_tool`` that answers only once ``answered`` is set (10 s at most)."""
+
+    async def slow(name: str, args: Any) -> ToolAnswer:
+        with anyio.move_on_after(10):
+            await answered.wait()
+        return ToolAnswer.success("late")
+
+    return slow
+
+
 @pytest.mark.anyio
 @pytest.mark.pyodide
 async def test_timers_fire_while_a_tool_call_is_unanswered() -> None:
     # worker.js blocks on its read only while nothing else is due; the
     # program's timers (asyncio.wait_for, sleep) must still fire meanwhile.
     answered = anyio.Event()
-
-    async def slow(name: str, args: Any) -> ToolAnswer:
-        with anyio.move_on_after(10):
-            await answered.wait()
-        return ToolAnswer.success("late")
+    slow = _answers_once(answered)
 
     async with open_runtime(spares=0) as runtime:
         outcome = await runtime.run(
@@ -614,11 +621,7 @@ async def test_concurrent_calls_with_newlines_in_their_arguments_keep_their_fram
 @pytest.mark.pyodide
 async def test_a_settled_js_promise_resolves_while_a_tool_call_is_unanswered() -> None:
     answered = anyio.Event()
-
-    async def slow(name: str, args: Any) -> ToolAnswer:
-        with anyio.move_on_after(10):
-            await answered.wait()
-        return ToolAnswer.success("late")
+    slow = _answers_once(answered)
 
     async with open_runtime(spares=0) as runtime:
         outcome = await runtime.run(
