@@ -144,6 +144,7 @@ class CodeExecutor:
         self._runtime_spec = runtime
         self._runtime: Runtime | None = runtime if isinstance(runtime, Runtime) else None
         self._owns_runtime = not isinstance(runtime, Runtime)
+        self._entered_runtime: Runtime | None = None
         self._sdk_cache: dict[str | None, str] = {}
         self._dispose_watch = registry.on_change(self._sdk_cache.clear)
         self.transport = ToolDefinition(
@@ -336,9 +337,20 @@ class CodeExecutor:
         self._dispose_watch()
         if self._runtime is not None and self._owns_runtime:
             runtime, self._runtime = self._runtime, None
-            await runtime.aclose()
+            if runtime is self._entered_runtime:
+                self._entered_runtime = None
+                await runtime.__aexit__(None, None, None)
+            else:
+                await runtime.aclose()
 
     async def __aenter__(self) -> CodeExecutor:
+        # A runtime this executor creates is entered as a context manager for
+        # the block, so it can keep house between runs (SubprocessRuntime ends
+        # finished workers and collects new spares then, not during the runs).
+        if self._owns_runtime and self._runtime is None:
+            runtime = await self._ensure_runtime()
+            await runtime.__aenter__()
+            self._entered_runtime = runtime
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

@@ -110,12 +110,10 @@ class _Run:
         sock: socket.socket,
         loop: asyncio.AbstractEventLoop,
         settings: WorkerSettings,
-        guard: Callable[[], None] | None,
     ) -> None:
         self.sock = sock
         self.loop = loop
         self.settings = settings
-        self.guard = guard
         # The run frame itself comes from the host: it is not limited.
         self.decoder = FrameDecoder(1 << 30)
         self.max_output = 1 << 62
@@ -319,8 +317,6 @@ class _Run:
         namespace = self.namespace
         exec(compiled, namespace)
         main = namespace.pop(PROGRAM_FUNCTION)
-        if self.guard is not None:
-            self.guard()
         self.task = task = self.loop.create_task(self.execute(main))
         task.add_done_callback(self.on_done)
 
@@ -385,10 +381,12 @@ def serve(
     waits as a spare: the run frame starts the program from the reader.
     """
     asyncio.set_event_loop(loop)
-    guard = _import_guard(settings)
     _prewarm(sock, loop, settings)
-    run = _Run(sock, loop, settings, guard)
+    run = _Run(sock, loop, settings)
     loop.add_reader(sock.fileno(), run.on_readable)
+    # The allow-list is in place before "ready", not set up while a program
+    # waits: this code's own imports are trusted by the guard all the same.
+    _install_import_guard(settings)
     # Forked with the zygote's background policy: a worker that waits for its
     # host must be woken up at once, not when the CPU has nothing else to do.
     set_cpu_policy(background=False)
@@ -430,7 +428,7 @@ def _prewarm(
     """Walk a run's own code path once (no frames sent, no import guard) so a
     fork's copy-on-write faults happen while the worker is a spare, not while
     a program waits."""
-    run = _Run(sock, loop, settings, None)
+    run = _Run(sock, loop, settings)
     run.final = False
     frame = {
         "code": _PREWARM_CODE,
@@ -492,17 +490,12 @@ def compile_for_worker(code: str, *, restricted: bool) -> bytes | None:
         return None
 
 
-def _import_guard(settings: WorkerSettings) -> Callable[[], None] | None:
-    """Return the installer of the import allow-list, or ``None`` when it is off."""
+def _install_import_guard(settings: WorkerSettings) -> None:
+    """Install the import allow-list, unless it is off."""
     if settings.allowed_modules is None:
-        return None
+        return
     try:
         from ._imports import install_import_guard
     except ImportError:
-        return None
-    allowed = settings.allowed_modules
-
-    def install() -> None:
-        install_import_guard(allowed)
-
-    return install
+        return
+    install_import_guard(settings.allowed_modules)

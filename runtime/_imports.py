@@ -111,7 +111,9 @@ def check_program_import(
     """Raise ``ImportError`` unless the program may run this import statement."""
     if level:
         raise ImportError("relative imports are not allowed in the program", name=name)
-    if is_module_allowed(name, allowed):
+    if name == "__future__" or is_module_allowed(name, allowed):
+        # ``from __future__ import ...`` at the top of a program runs this
+        # import too; the module only describes compiler features.
         return
     # ``from urllib import parse`` when only ``urllib.parse`` is allowed.
     names = [item for item in fromlist or () if item != "*"]

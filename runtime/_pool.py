@@ -56,14 +56,28 @@ class SandboxKey:
 
 
 class Worker:
-    """One forked worker: its pid (= process group), run channel and status pipe."""
+    """One forked worker: its pid (= process group), run channel and status pipe.
 
-    __slots__ = ("_closed", "_exited", "_status_data", "_status_done", "pid", "sock", "status_fd")
+    ``finished`` is set by the run once the worker's own final frame was read:
+    the worker then only waits to be let go (see ``_bootstrap._Run.leave``).
+    """
+
+    __slots__ = (
+        "_closed",
+        "_exited",
+        "_status_data",
+        "_status_done",
+        "finished",
+        "pid",
+        "sock",
+        "status_fd",
+    )
 
     def __init__(self, pid: int, sock: socket.socket, status_fd: int) -> None:
         self.pid = pid
         self.sock = sock
         self.status_fd = status_fd
+        self.finished = False
         self._exited = False
         self._closed = False
         self._status_data = bytearray()
@@ -284,6 +298,12 @@ class WorkerPool:
         self._next_id = 0
         self._closed = False
         self._spare_error: str | None = None
+        # Workers done with, left to the housekeeping tasks (see :meth:`maintain`),
+        # and what wakes those tasks up.
+        self._retired: list[Worker] = []
+        self._maintained = False
+        self._released: anyio.Event | None = None
+        self._new_zygote: anyio.Event | None = None
 
     @property
     def zygote_pid(self) -> int | None:
@@ -313,7 +333,7 @@ class WorkerPool:
             if self._spares and not zygote.news() & select.POLLHUP:
                 return self._spares.popleft()
             try:
-                self._collect(zygote)
+                self._collect_now(zygote)
             except _ZygoteDied:
                 pass
             else:
@@ -334,7 +354,7 @@ class WorkerPool:
         raise AssertionError("unreachable")
 
     async def _acquire(self, zygote: _Zygote, key: SandboxKey) -> Worker:
-        self._collect(zygote)
+        self._collect_now(zygote)
         if key == self._default_key and self._target:
             while not self._spares:
                 self._replenish(zygote)
@@ -373,6 +393,15 @@ class WorkerPool:
         if not zygote.alive:
             raise _ZygoteDied
 
+    def _collect_now(self, zygote: _Zygote) -> None:
+        """:meth:`_collect`, unless a task waits on the control socket: it collects then.
+
+        (Reading under a waiting task could take the reply it waits for, and
+        then nothing would wake it.)
+        """
+        if not self._read_lock.locked():
+            self._collect(zygote)
+
     async def _wait(self, zygote: _Zygote, ready: Callable[[], bool]) -> None:
         while not ready():
             async with self._read_lock:
@@ -399,13 +428,76 @@ class WorkerPool:
             with contextlib.suppress(_ZygoteDied):  # noticed (and replaced) on the next acquire
                 self._collect(zygote)
 
+    @property
+    def maintained(self) -> bool:
+        """Whether :meth:`maintain` runs: it then collects new spares, not the runs."""
+        return self._maintained
+
     def release(self, worker: Worker) -> None:
-        """Kill and close ``worker`` after its run, then top the spares up again."""
+        """Kill and close ``worker`` after its run, then top the spares up again.
+
+        A worker that finished (its final frame was read; it only waits to be
+        let go) is left to :meth:`maintain` when that runs, so the run's outcome
+        goes back without waiting for this housekeeping. Any other worker may
+        still be running the program: it is killed here and now.
+        """
+        if worker.finished and self._maintained and not self._closed:
+            self._retired.append(worker)
+            if self._released is not None:
+                self._released.set()
+            return
+        self._retire(worker)
+
+    def _retire(self, worker: Worker) -> None:
         worker.kill()
         worker.close()
         zygote = self._zygote
         if zygote is not None and zygote.alive and not self._closed:
             self._replenish(zygote)
+
+    async def maintain(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Do the pool's housekeeping between runs; runs until cancelled.
+
+        The runtime's own task (when it is used as an async context manager):
+        finished workers are killed and closed and their replacements asked
+        for after their runs returned, and new spares are collected as the
+        zygote sends them, instead of in the middle of the next run.
+        """
+        self._maintained = True
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._retire_released, name="ptc-pool-retire")
+                group.start_soon(self._collect_spares, name="ptc-pool-collect")
+                task_status.started()
+        finally:
+            self._maintained = False
+            while self._retired:
+                self._retire(self._retired.pop())
+
+    async def _retire_released(self) -> None:
+        while True:
+            while self._retired:
+                self._retire(self._retired.pop())
+            self._released = anyio.Event()
+            await self._released.wait()
+
+    async def _collect_spares(self) -> None:
+        while True:
+            zygote = self._zygote
+            if zygote is None or not zygote.alive:
+                # The next run starts (or replaces) the zygote.
+                self._new_zygote = anyio.Event()
+                await self._new_zygote.wait()
+                continue
+            # Holding the lock while waiting is fine: a run that waits for a
+            # reply of its own waits for the lock, and any reply wakes this up.
+            async with self._read_lock:
+                # A dead or dropped zygote is noticed (and replaced) by the next run.
+                with contextlib.suppress(anyio.ClosedResourceError, _ZygoteDied):
+                    await anyio.wait_readable(zygote.ctl)
+                    self._collect(zygote)
 
     async def _ensure_zygote(self) -> _Zygote:
         if self._closed:
@@ -428,6 +520,8 @@ class WorkerPool:
             )
             self._zygote = zygote
             self._replenish(zygote)
+            if self._new_zygote is not None:
+                self._new_zygote.set()  # the housekeeping task collects its spares
             return zygote
 
     async def _drop_zygote(self, zygote: _Zygote) -> None:
@@ -445,6 +539,8 @@ class WorkerPool:
     async def aclose(self) -> None:
         """Release the spares and stop the zygote; safe to call twice."""
         self._closed = True
+        while self._retired:
+            self._retire(self._retired.pop())
         zygote = self._zygote
         if zygote is not None:
             with anyio.CancelScope(shield=True):

@@ -277,6 +277,7 @@ class _Session:
                         break
                     self.logs.extend(text.split("\n"))
                 elif kind == "done":
+                    self.worker.finished = True
                     self.output += len(payload)
                     if self.output > limits.max_output_bytes:
                         outcome = self.output_limit()
@@ -293,6 +294,7 @@ class _Session:
                 elif kind == "error":
                     if frame["kind"] == "sandbox":
                         raise ProtocolError("a sandbox error after 'ready'")
+                    self.worker.finished = True
                     self.output += len(payload)
                     if self.output > limits.max_output_bytes and frame["kind"] != "output_limit":
                         outcome = self.output_limit()

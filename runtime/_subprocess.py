@@ -10,11 +10,14 @@ host as well, so a worker that ignores them is killed.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import sys
 from collections.abc import Collection, Iterable, Sequence
 from typing import Final, Literal
+
+import anyio
 
 from ._base import CallTool, CancelSignal, Limits, RunOutcome, Runtime, checked_run_arguments
 from ._bootstrap import compile_for_worker
@@ -104,6 +107,7 @@ class SubprocessRuntime(Runtime):
             spares=spares,
             default_key=self._default_key,
         )
+        self._exit_stack: contextlib.AsyncExitStack | None = None
 
     @property
     def limits(self) -> Limits:
@@ -154,10 +158,33 @@ class SubprocessRuntime(Runtime):
                 limits=limits,
                 cancel=cancel,
                 compile_program=compile_program,
-                while_waiting=self._pool.tidy,
+                while_waiting=None if self._pool.maintained else self._pool.tidy,
             )
         finally:
             self._pool.release(worker)
 
     async def aclose(self) -> None:
         await self._pool.aclose()
+
+    async def __aenter__(self) -> SubprocessRuntime:
+        """Start the zygote, and the pool's housekeeping task while the block runs.
+
+        That task ends each run's worker and collects new spares between runs,
+        so a run returns as soon as its outcome is known (see
+        ``WorkerPool.maintain``). Without the context manager, runs do it themselves.
+        """
+        async with contextlib.AsyncExitStack() as stack:
+            stack.push_async_callback(self.aclose)
+            group = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(group.cancel_scope.cancel)
+            await self.start()
+            await group.start(self._pool.maintain, name="ptc-pool-housekeeping")
+            self._exit_stack = stack.pop_all()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        stack, self._exit_stack = self._exit_stack, None
+        if stack is None:
+            await self.aclose()
+        else:
+            await stack.aclose()

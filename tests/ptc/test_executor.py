@@ -20,7 +20,8 @@ from registry import (
     ToolExecution,
     ToolRegistry,
 )
-from runtime import Limits, Runtime
+from runtime import Limits, Runtime, SubprocessRuntime
+from runtime.testing import ToolBox
 
 from .conftest import Recorder
 
@@ -492,3 +493,23 @@ def test_sdk_cache_follows_registry_changes(tools: ToolRegistry) -> None:
 def test_max_parallel_validated(tools: ToolRegistry, bad: Any) -> None:
     with pytest.raises(ExecutorConfigError):
         CodeExecutor(tools, runtime=InProcessRuntime(), max_parallel_sub_calls=bad)
+
+
+async def test_an_owned_runtime_is_entered_for_the_block(tools: ToolRegistry) -> None:
+    async with CodeExecutor(tools) as ex:  # creates its own SubprocessRuntime
+        runtime = ex._runtime
+        assert isinstance(runtime, SubprocessRuntime)
+        assert runtime._pool.maintained  # it keeps house between runs
+        r = await ex.run_code("v = await tools.read({'key': 'a'})\nreturn v")
+        assert r.value == {"logs": [], "result": "value-of-a"}
+    assert ex._runtime is None
+    assert not runtime._pool.maintained
+    assert runtime._pool.zygote_pid is None  # closed with the block
+
+
+async def test_a_given_runtime_is_left_to_its_owner(tools: ToolRegistry) -> None:
+    async with SubprocessRuntime(layers=()) as runtime:
+        async with CodeExecutor(tools, runtime=runtime) as ex:
+            await ex.run_code("return 1")
+        assert runtime._pool.zygote_pid is not None  # still open
+        assert (await runtime.run("return 2", tool_names=[], call_tool=ToolBox())).result == 2

@@ -930,6 +930,17 @@ def run_program_text(text: str) -> dict[str, Any]:
 
 
 @pytest.mark.usefixtures("restore_import")
+def test_import_guard_lets_future_statements_run() -> None:
+    # The guard is in place before the program's module code runs, and that
+    # code imports __future__ for every future statement.
+    install_import_guard(frozenset({"json"}))
+    namespace = run_program_text("from __future__ import annotations\nx: undefined = 1")
+    assert namespace["x"] == 1
+    with pytest.raises(ImportError):
+        run_program_text("import os")
+
+
+@pytest.mark.usefixtures("restore_import")
 def test_import_guard_allows_the_allow_list() -> None:
     install_import_guard(frozenset({"json", "urllib.parse"}))
     namespace = run_program_text(

@@ -508,3 +508,105 @@ def test_public_names() -> None:
     assert runtime.__all__ == sorted(runtime.__all__)
     for name in runtime.__all__:
         assert getattr(runtime, name) is not None
+
+
+# --------------------------------------------------------------------------- housekeeping
+
+
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` has exited (reaped, or a zombie waiting to be)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.fixture
+async def housekept() -> AsyncIterator[SubprocessRuntime]:
+    """A runtime used as a context manager: its pool's housekeeping task runs."""
+    async with SubprocessRuntime(
+        layers=(), spares=1, allowed_modules=["asyncio", "os", "stat"]
+    ) as backend:
+        assert backend._pool.maintained
+        yield backend
+    assert not backend._pool.maintained
+
+
+async def test_housekeeping_ends_a_finished_worker_after_its_run(
+    housekept: SubprocessRuntime,
+) -> None:
+    await housekept.run("return 0", tool_names=[], call_tool=ToolBox())
+    before = _open_fds()
+    outcome = await housekept.run(
+        "import os\nreturn os.getpid()", tool_names=[], call_tool=ToolBox()
+    )
+    pid = outcome.result
+    assert isinstance(pid, int)
+    # The outcome came back first; ending the worker was left to the pool's task.
+    assert [worker.pid for worker in housekept._pool._retired] == [pid]
+    await _settle(lambda: _gone(pid) and not housekept._pool._retired)
+    # Its channel and status pipe are closed, and its replacement was collected
+    # without another run asking for it.
+    await _settle(lambda: len(housekept._pool._spares) == 1)
+    assert len(_open_fds()) == len(before)
+
+
+async def test_housekeeping_never_waits_to_kill_a_running_worker(
+    housekept: SubprocessRuntime,
+) -> None:
+    outcome = await housekept.run(
+        "import os\nprint(os.getpid())\nwhile True:\n    pass",
+        tool_names=[],
+        call_tool=ToolBox(),
+        limits=Limits(timeout=0.3),
+    )
+    assert outcome.kind == "timeout", outcome
+    assert not housekept._pool._retired  # killed by the run itself
+    pid = int(outcome.logs[0])
+    await _settle(lambda: _gone(pid))
+
+
+async def test_housekeeping_kills_a_worker_that_forged_its_final_frame(
+    housekept: SubprocessRuntime,
+) -> None:
+    # The program writes a "done" frame itself and keeps running: the host
+    # takes the frame as the outcome, and the worker is killed all the same.
+    code = """
+import os, stat
+frame = b'{"type":"done","result":' + str(os.getpid()).encode() + b'}'
+for fd in range(3, 64):
+    try:
+        if stat.S_ISSOCK(os.fstat(fd).st_mode):
+            os.write(fd, len(frame).to_bytes(4, "big") + frame)
+    except OSError:
+        pass
+while True:
+    pass
+"""
+    outcome = await housekept.run(code, tool_names=[], call_tool=ToolBox())
+    pid = outcome.result
+    assert isinstance(pid, int), outcome
+    await _settle(lambda: _gone(pid), seconds=5)
+
+
+async def test_runs_that_need_their_own_worker_while_the_pool_keeps_house(
+    housekept: SubprocessRuntime,
+) -> None:
+    # Other limits than the default: no spare fits, the run asks the zygote and
+    # waits for the reply, while the housekeeping task waits on the same socket.
+    await housekept.run("return 0", tool_names=[], call_tool=ToolBox())
+    limits = Limits(memory_bytes=300 << 20)
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as group:
+            results: list[Any] = []
+
+            async def one(index: int) -> None:
+                outcome = await housekept.run(
+                    f"return {index}", tool_names=[], call_tool=ToolBox(), limits=limits
+                )
+                results.append(outcome.result)
+
+            for index in range(3):
+                group.start_soon(one, index)
+    assert sorted(results) == [0, 1, 2]
