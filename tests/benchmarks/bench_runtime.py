@@ -11,15 +11,20 @@ Prints medians:
 (e) 100 concurrent tool calls that each sleep 50 ms (target < 60 ms wall);
 and, for scale, ``python -c pass`` and ``python -I -S -c pass`` as subprocesses,
 one asyncio loop turn, a raw two-process ping-pong through anyio (back to back,
-and after a 50 ms pause as (a) pauses), and (e) run by 100 in-process tasks
-with no worker on this machine (the floors the figures above stand on).
+and after a 50 ms pause as (a) pauses), (a) done the least a fork server can
+do (a bare fork server: no sandbox, no checks, no limits), and (e) run by 100
+in-process tasks with no worker on this machine (the floors the figures above
+stand on).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import itertools
+import marshal
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -29,6 +34,7 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
+import orjson
 
 from runtime import Limits, SubprocessRuntime, ToolAnswer
 
@@ -152,6 +158,71 @@ async def bench_floor() -> tuple[float, float, float]:
     return turn, statistics.median(back_to_back), statistics.median(paused)
 
 
+def _bare_worker(sock: socket.socket) -> None:
+    """A forked worker doing only what any worker must: take the program, run it, reply."""
+    loop = asyncio.new_event_loop()
+    namespace: dict[str, Any] = {}
+    exec(compile("async def main():\n    return 0\n", "<warm-up>", "exec"), namespace)
+    loop.run_until_complete(namespace["main"]())
+    sock.sendall(b"ready")
+    frame = orjson.loads(sock.recv(1 << 16))
+    namespace = {"__builtins__": __builtins__}
+    exec(marshal.loads(bytes.fromhex(frame["code"])), namespace)
+    value = loop.run_until_complete(namespace["main"]())
+    sock.sendall(orjson.dumps({"type": "done", "result": value}))
+    sock.recv(1)
+    os._exit(0)
+
+
+def _bare_fork_server(control: socket.socket) -> None:
+    """Fork one bare worker per request; send the host its end of a socket pair."""
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # no zombies
+    while control.recv(16):
+        ours, theirs = socket.socketpair()
+        if os.fork() == 0:
+            control.close()
+            ours.close()
+            _bare_worker(theirs)
+        theirs.close()
+        socket.send_fds(control, [b"w"], [ours.fileno()])
+        ours.close()
+    os._exit(0)
+
+
+async def bench_bare_handoff(rounds: int) -> float:
+    """(a) by a bare fork server: a fresh forked worker per run, after a 50 ms pause."""
+    code = compile("async def main():\n    return 1\n", "<program>", "exec")
+    frame = orjson.dumps({"type": "run", "code": marshal.dumps(code).hex()})
+    control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    server = os.fork()
+    if server == 0:
+        control.close()
+        _bare_fork_server(theirs)
+    theirs.close()
+    samples = []
+    for _ in range(rounds):
+        control.send(b"fork")
+        _, fds, _, _ = socket.recv_fds(control, 16, 1)
+        with socket.socket(fileno=fds[0]) as sock:
+            sock.setblocking(False)
+            await anyio.wait_readable(sock)
+            sock.recv(16)  # "ready"
+            await anyio.sleep(0.05)
+            started = time.perf_counter()
+            sock.send(frame)
+            while True:
+                try:
+                    reply = sock.recv(1 << 16)
+                    break
+                except BlockingIOError:
+                    await anyio.wait_readable(sock)
+            samples.append(time.perf_counter() - started)
+            assert orjson.loads(reply)["result"] == 1
+    control.close()
+    os.waitpid(server, 0)  # noqa: ASYNC222 - it exits as soon as it sees EOF
+    return statistics.median(samples)
+
+
 def bench_plain_python(args: list[str], rounds: int) -> float:
     samples = []
     for _ in range(rounds):
@@ -166,6 +237,7 @@ async def main(layers_on: bool, rounds: int) -> None:
     print(f"layers: {'on' if layers_on else 'off'}; {os.cpu_count()} CPUs; load {os.getloadavg()}")
     turn, ping_pong, paused_ping_pong = await bench_floor()
     sleep_floor = await bench_sleep_floor(rounds)
+    bare_handoff = await bench_bare_handoff(rounds * 2)
     plain = bench_plain_python(["-c", "pass"], rounds)
     isolated = bench_plain_python(["-I", "-S", "-c", "pass"], rounds)
     async with SubprocessRuntime(layers=layers, limits=Limits(timeout=120)) as rt:
@@ -188,6 +260,7 @@ async def main(layers_on: bool, rounds: int) -> None:
     print(f"    floor: one event-loop turn         {_ms(turn)}")
     print(f"    floor: raw process ping-pong       {_ms(ping_pong)}")
     print(f"    floor: the same after a 50 ms pause {_ms(paused_ping_pong)}")
+    print(f"    floor: (a) by a bare fork server   {_ms(bare_handoff)}")
     print(f"    floor: (e) in-process, no worker   {_ms(sleep_floor)}")
 
 
