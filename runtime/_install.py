@@ -3,8 +3,9 @@
 It fetches the pinned ``pyodide`` npm tarball from the npm registry (pure
 Python; ``npm pack`` as a fallback), checks it against the pinned sha512
 integrity, unpacks only the files a worker needs into
-``<cache>/pyodide/<version>/`` and builds the memory snapshot there. Nothing is
-ever downloaded at run time, and nothing from a CDN.
+``<cache>/pyodide/<version>/``, derives the patched loaders the worker runs
+(:func:`runtime._pyodide_assets.patch_loader`) and builds the (sparse) memory
+snapshot there. Nothing is ever downloaded at run time, and nothing from a CDN.
 
 The CLI runs it as ``ptc runtime install pyodide [--force]``; without the CLI,
 ``python -m runtime._install pyodide`` does the same.
@@ -17,6 +18,7 @@ import hashlib
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tarfile
@@ -27,6 +29,7 @@ from pathlib import Path
 
 from ._pyodide_assets import (
     ASSET_FILES,
+    LOADER_FILES,
     PROGRAM_MODULE,
     PYODIDE_INTEGRITY,
     PYODIDE_VERSION,
@@ -35,6 +38,8 @@ from ._pyodide_assets import (
     asset_dir,
     cache_root,
     find_deno,
+    loaders_current,
+    patch_loader,
     snapshot_path,
 )
 
@@ -146,6 +151,59 @@ def _install_assets(assets: Path, say: Callable[[str], None]) -> None:
         os.replace(staging, assets)
 
 
+def write_loaders(assets: Path) -> None:
+    """Derive the patched loaders ``worker.js`` loads from the package's own."""
+    for name, derived in LOADER_FILES.items():
+        try:
+            patched = patch_loader(name, (assets / name).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise InstallError("patching the Pyodide loaders", str(exc)) from exc
+        with tempfile.NamedTemporaryFile(
+            "w", encoding="utf-8", dir=assets, prefix=".loader-", delete=False
+        ) as out:
+            out.write(patched)
+        Path(out.name).chmod(0o644)
+        os.replace(out.name, assets / derived)
+
+
+#: Marks a sparse snapshot's memory part (read by ``restoreMemory`` in worker.js).
+SPARSE_MAGIC = 0x53435450  # "PTCS"
+_PAGE = 64 * 1024
+
+
+def sparse_snapshot(data: bytes) -> bytes:
+    """Pyodide's snapshot with the all-zero 64 KiB pages of its memory left out.
+
+    About half the memory is zero. The worker reads the rest only and skips
+    zero pages that were never written when it restores (see worker.js), which
+    shortens every cold start. Pyodide's header and JSON part are kept as they
+    are; the memory part becomes: magic, memory size, page size, run count,
+    then (first page, page count) per run of non-zero pages, then those pages.
+    All little-endian u32.
+    """
+    if len(data) < 8:
+        raise InstallError("building the memory snapshot", "the snapshot is truncated")
+    (start,) = struct.unpack_from("<I", data, 4)
+    memory = memoryview(data)[start:]
+    if start % 4 or start > len(data):
+        raise InstallError("building the memory snapshot", "unexpected snapshot layout")
+    zero = bytes(_PAGE)
+    runs: list[list[int]] = []
+    for page in range(-(-len(memory) // _PAGE)):
+        chunk = memory[page * _PAGE : (page + 1) * _PAGE]
+        if chunk == zero[: len(chunk)]:
+            continue
+        if runs and sum(runs[-1]) == page:
+            runs[-1][1] += 1
+        else:
+            runs.append([page, 1])
+    flat = [value for run in runs for value in run]
+    header = struct.pack(f"<4I{len(flat)}I", SPARSE_MAGIC, len(memory), _PAGE, len(runs), *flat)
+    pages = b"".join(memory[first * _PAGE : (first + count) * _PAGE] for first, count in runs)
+    out = data[:start] + header + pages
+    return out + bytes(-len(out) % 4)  # Pyodide reads the file as u32 words
+
+
 def build_snapshot(deno: Path, assets: Path, deno_dir: Path) -> Path:
     """Run the worker in snapshot mode and store its memory snapshot atomically."""
     target = snapshot_path(assets)
@@ -178,6 +236,7 @@ def build_snapshot(deno: Path, assets: Path, deno_dir: Path) -> Path:
         partial.unlink(missing_ok=True)
         detail = done.stderr.decode(errors="replace")[-2000:]
         raise InstallError("building the memory snapshot", f"exit {done.returncode}: {detail}")
+    partial.write_bytes(sparse_snapshot(partial.read_bytes()))
     partial.chmod(0o644)
     os.replace(partial, target)
     for stale in assets.glob("snapshot-*.bin"):
@@ -209,6 +268,9 @@ def install_pyodide(
         _install_assets(assets, say)
     else:
         say(f"pyodide {PYODIDE_VERSION} assets present in {assets}")
+    if force or not loaders_current(assets):
+        say("patching the Pyodide loaders for Deno")
+        write_loaders(assets)
     snapshot = snapshot_path(assets)
     if force or not snapshot.is_file():
         say("building the memory snapshot")

@@ -20,6 +20,7 @@ from ._exceptions import RuntimeUnavailableError
 __all__ = [
     "ASSET_FILES",
     "INSTALL_COMMAND",
+    "LOADER_FILES",
     "PROGRAM_MODULE",
     "PYODIDE_INTEGRITY",
     "PYODIDE_VERSION",
@@ -46,6 +47,185 @@ ASSET_FILES = (
     "pyodide.mjs",
     "python_stdlib.zip",
 )
+#: Pyodide's two JS loaders and the patched copies the installer derives from them
+#: (see :func:`patch_loader`); ``worker.js`` loads only the copies.
+LOADER_FILES = {"pyodide.mjs": "pyodide.deno.mjs", "pyodide.asm.mjs": "pyodide.asm.deno.mjs"}
+# Pyodide runs on Deno through Deno's Node compatibility layer: it takes Deno for
+# Node, and touching `process` and importing node:fs, node:url, node:vm,
+# node:path, node:module and node:tty makes Deno parse its Node polyfills at
+# every start (60-90 ms of a ~500 ms cold start). The copies take the plain
+# JS-shell code paths instead, with Deno's own file reads where the shell paths
+# would call d8's `readbuffer`/`read`, and Web Crypto for random bytes (not d8's
+# `os.system`). Each pair must match exactly once in the pinned release, or
+# the install fails. Nothing here widens what the worker may do: the reads stay
+# under Deno's --allow-read, and the Node paths dropped include child_process.
+_INTERNAL_SYMBOLS = ",".join(
+    f'"{name}"'
+    for name in (
+        "memory",
+        "__memory_base",
+        "__table_base",
+        "__stack_pointer",
+        "__indirect_function_table",
+        "__cpp_exception",
+        "__c_longjmp",
+        "__wasm_apply_data_relocs",
+        "__dso_handle",
+        "__tls_size",
+        "__tls_align",
+        "__set_stack_limits",
+        "_emscripten_tls_init",
+        "__wasm_init_tls",
+        "__wasm_call_ctors",
+        "__start_em_asm",
+        "__stop_em_asm",
+        "__start_em_js",
+        "__stop_em_js",
+    )
+)
+_LOADER_PATCHES: dict[str, tuple[tuple[str, str], ...]] = {
+    "pyodide.mjs": (
+        (
+            'n=typeof process=="object"&&typeof process.versions=="object"'
+            '&&typeof process.versions.node=="string"&&!process.browser,',
+            "n=!1,",
+        ),
+        ('s=typeof read=="function"&&typeof load=="function"', "s=!0"),
+        (
+            "return{binary:Promise.resolve(new Uint8Array(readbuffer(e)))}",
+            "return{binary:Deno.readFile(e)}",
+        ),
+        # The snapshot is needed only once the module is instantiated and
+        # linked: read it meanwhile instead of first (noInitialRun must still be
+        # set before the module is created).
+        (
+            "async function ke(e,t){if(!e._loadSnapshot)return;let n=",
+            "async function ke(e,t){if(!e._loadSnapshot)return;t.noInitialRun=!0;let n=",
+        ),
+        (
+            "s=await ke(t,n),r=await Re(i,n);Fe(r,t);let a=Ae(r,s,t);",
+            "s=ke(t,n);s.catch(()=>{});let r=await Re(i,n);Fe(r,t);let a=Ae(r,await s,t);",
+        ),
+        # A `_wasmModule` option (a promise of the compiled module, which
+        # worker.js starts compiling first thing) replaces Pyodide's own read
+        # and compile of pyodide.asm.wasm.
+        ("instantiateWasm:Ie(e.indexURL)", "instantiateWasm:Ie(e.indexURL,e._wasmModule)"),
+        (
+            'function Ie(e){if(typeof WasmOffsetConverter<"u")return;'
+            'let{binary:t,response:n}=_(e+"pyodide.asm.wasm")',
+            'function Ie(e,m){if(typeof WasmOffsetConverter<"u")return;'
+            'let{binary:t,response:n}=m?{}:_(e+"pyodide.asm.wasm")',
+        ),
+        (
+            "n?l=await WebAssembly.instantiateStreaming(n,s):",
+            "m?l={module:await m,instance:await WebAssembly.instantiate(await m,s)}:"
+            "n?l=await WebAssembly.instantiateStreaming(n,s):",
+        ),
+    ),
+    "pyodide.asm.mjs": (
+        (
+            "var ENVIRONMENT_IS_NODE=globalThis.process?.versions?.node"
+            '&&globalThis.process?.type!="renderer";',
+            "var ENVIRONMENT_IS_NODE=false;",
+        ),
+        (
+            "readBinary=f=>{if(globalThis.readbuffer){return new Uint8Array(readbuffer(f))}",
+            "readBinary=f=>{if(true){return Deno.readFileSync(f)}",
+        ),
+        (
+            "return{binary:Promise.resolve(new Uint8Array(readbuffer(t)))}",
+            "return{binary:Deno.readFile(t)}",
+        ),
+        (
+            "if(ENVIRONMENT_IS_SHELL){return view=>{if(!os.system)",
+            "if(false){return view=>{if(!os.system)",
+        ),
+        # Linking gives ~260 JS functions a wasm wrapper, compiling a one-function
+        # module for each; the module depends only on the signature, so reuse it.
+        (
+            "var module=new WebAssembly.Module(bytes);var instance=",
+            "var module=(convertJsFunctionToWasm.modules??={})[sig]??=new WebAssembly.Module(bytes);"
+            "var instance=",
+        ),
+        # The memory part of a snapshot goes to the loader's `_restoreMemory`
+        # option when given (worker.js: the installer's sparse snapshots).
+        (
+            "t=t.subarray(r);let s=(new TextDecoder).decode(i),l=JSON.parse(s);"
+            "return Module.HEAP8.set(t),l};",
+            "t=t.subarray(r);let s=(new TextDecoder).decode(i),l=JSON.parse(s);"
+            "return API.config._restoreMemory?API.config._restoreMemory(Module,t):"
+            "Module.HEAP8.set(t),l};",
+        ),
+        # Written as a parenthesized function expression, the module's one huge
+        # function is compiled when the module is, so it lands in Deno's code
+        # cache; as a declaration it was parsed again on every start (~50 ms).
+        (
+            "async function _createPyodideModule(moduleArg={}){",
+            "var _createPyodideModule=(async function(moduleArg={}){",
+        ),
+        (
+            ";return moduleRtn}export default _createPyodideModule;",
+            ";return moduleRtn});export default _createPyodideModule;",
+        ),
+        # Linking walks ~8,500 exports and GOT entries: without a [key, value]
+        # array per entry, and giving a new GOT entry its value as it is made.
+        (
+            "var mergeLibSymbols=(exports,libName)=>{for(var[sym,exp]of Object.entries(exports)){",
+            "var mergeLibSymbols=(exports,libName)=>{for(var sym in exports){let exp=exports[sym];",
+        ),
+        (
+            "var reportUndefinedSymbols=()=>{for(var[symName,entry]of Object.entries(GOT)){",
+            "var reportUndefinedSymbols=()=>{for(var symName in GOT){var entry=GOT[symName];",
+        ),
+        (
+            'GOT[symName]??=new WebAssembly.Global({value:"i32",mutable:true});'
+            "GOT[symName].value=newValue}",
+            "if(GOT[symName])GOT[symName].value=newValue;"
+            'else GOT[symName]=new WebAssembly.Global({value:"i32",mutable:true},newValue)}',
+        ),
+        # Asked for each of ~8,500 exports: a Set instead of a fresh array per call.
+        (
+            "var isInternalSym=symName=>[" + _INTERNAL_SYMBOLS + "].includes(symName)",
+            "var internalSyms=new Set([" + _INTERNAL_SYMBOLS + "]);"
+            "var isInternalSym=symName=>internalSyms.has(symName)",
+        ),
+    ),
+}
+_LOADER_STAMP = "// ptc-runner: patched for Deno without Node compatibility, "
+
+
+def loader_stamp() -> str:
+    """The first line of a patched loader: names the patches it carries."""
+    digest = hashlib.sha256(repr(sorted(_LOADER_PATCHES.items())).encode()).hexdigest()[:16]
+    return f"{_LOADER_STAMP}{digest}\n"
+
+
+def patch_loader(name: str, source: str) -> str:
+    """The patched copy of the loader ``name`` (a key of :data:`LOADER_FILES`).
+
+    Raises:
+        ValueError: a patched spot is not found exactly once (another release).
+    """
+    for old, new in _LOADER_PATCHES[name]:
+        if source.count(old) != 1:
+            raise ValueError(f"{name}: expected one {old[:60]!r}, found {source.count(old)}")
+        source = source.replace(old, new)
+    return loader_stamp() + source
+
+
+def loaders_current(assets: Path) -> bool:
+    """Whether the patched loaders exist and carry the current patches."""
+    stamp = loader_stamp().encode()
+    for derived in LOADER_FILES.values():
+        try:
+            with open(assets / derived, "rb") as file:
+                if file.readline() != stamp:
+                    return False
+        except OSError:
+            return False
+    return True
+
+
 #: The Deno host script and the in-Pyodide bootstrap shipped with this package.
 WORKER_DIR = Path(__file__).resolve().parent / "pyodide"
 #: The program semantics shared with the CPython worker; ``worker.js`` loads it too.
@@ -103,11 +283,13 @@ def asset_dir(cache_dir: Path | None = None) -> Path:
 def snapshot_path(assets: Path) -> Path:
     """The snapshot file for this Pyodide version and the worker's sources.
 
-    The sources are ``worker.js``, ``bootstrap.py`` and ``_program.py``. The
-    name carries a digest of all four, so changing any of them makes the
-    old snapshot stale and the installer builds a new one.
+    The sources are ``worker.js``, ``bootstrap.py``, ``_program.py`` and the
+    loader patches. The name carries a digest of them and the version, so
+    changing any of them makes the old snapshot stale and the installer builds
+    a new one.
     """
     digest = hashlib.sha256(PYODIDE_VERSION.encode())
+    digest.update(loader_stamp().encode())
     for source in (WORKER_DIR / "worker.js", WORKER_DIR / "bootstrap.py", PROGRAM_MODULE):
         digest.update(source.read_bytes())
     return assets / f"snapshot-{digest.hexdigest()[:16]}.bin"
@@ -129,7 +311,7 @@ def find_deno() -> Path | None:
 
 
 def _assets_complete(assets: Path) -> bool:
-    return all((assets / name).is_file() for name in ASSET_FILES)
+    return all((assets / name).is_file() for name in ASSET_FILES) and loaders_current(assets)
 
 
 def locate_pyodide(cache_dir: Path | None = None) -> PyodideInstall:

@@ -157,57 +157,74 @@ function scheduleCallback(callback, delay = 0) {
 
 // Pyodide reads and compiles its wasm module only after its JS modules are
 // loaded and parsed. Here the read and the (background) compile start first
-// and overlap that; Pyodide's own WebAssembly.instantiate of those bytes is
-// then answered with the module compiled early (see instantiateEarly).
-function compileEarly(assets) {
-  const bytes = Deno.readFile(`${assets}/pyodide.asm.wasm`);
-  const module = bytes.then((data) => WebAssembly.compile(data));
-  module.catch(() => {}); // Pyodide's own compile reports a broken module
-  return { bytes, module };
+// and overlap that; the patched loader takes the module through its
+// `_wasmModule` option instead of reading the file again. (Streaming the
+// compile from the file was slower: Deno loads its streams and fetch code for
+// it, and feeds the chunks on the main thread.)
+async function compileEarly(assets) {
+  return await WebAssembly.compile(await Deno.readFile(`${assets}/pyodide.asm.wasm`));
 }
 
-async function instantiateEarly(early, run) {
-  const size = (await early.bytes).byteLength;
-  const instantiate = WebAssembly.instantiate;
-  WebAssembly.instantiate = function (source, imports) {
-    if ((source instanceof Uint8Array || source instanceof ArrayBuffer) && source.byteLength === size) {
-      WebAssembly.instantiate = instantiate;
-      return early.module.then(async (module) => ({
-        module,
-        instance: await instantiate(module, imports),
-      }));
-    }
-    return instantiate.call(WebAssembly, source, imports);
-  };
-  try {
-    return await run();
-  } finally {
-    WebAssembly.instantiate = instantiate;
-    early.bytes = early.module = null; // let the early copy be collected
+// The installer stores snapshots sparse (runtime/_install.py, sparse_snapshot):
+// the all-zero 64 KiB pages of the wasm memory are left out, about half of it.
+// Pyodide's loader hands the memory part here instead of copying it whole.
+// Memory above the allocator's break has not been written since the module
+// was instantiated, so it is still zero there and zero pages are skipped; below
+// the break they are cleared. A snapshot without the mark is copied as is.
+const SPARSE_MAGIC = 0x53435450;
+function restoreMemory(Module, memory) {
+  const heap = Module.HEAPU8;
+  const head = new Uint32Array(memory.buffer, memory.byteOffset, 4);
+  if (head[0] !== SPARSE_MAGIC) {
+    heap.set(memory);
+    return;
   }
+  const [, size, page, count] = head;
+  const runs = new Uint32Array(memory.buffer, memory.byteOffset + 16, 2 * count);
+  const brk = Module.HEAPU32[Module._emscripten_get_sbrk_ptr() >>> 2];
+  if (size > heap.length || brk > heap.length) throw new Error("snapshot larger than the wasm memory");
+  let at = 16 + 8 * count;
+  let done = 0;
+  for (let i = 0; i < count; i++) {
+    const first = runs[2 * i] * page;
+    const end = Math.min(first + runs[2 * i + 1] * page, size);
+    if (first < done || end <= first || at + end - first > memory.length) throw new Error("corrupt snapshot");
+    heap.fill(0, Math.min(done, brk), Math.min(first, brk));
+    heap.set(memory.subarray(at, at + end - first), first);
+    at += end - first;
+    done = end;
+  }
+  heap.fill(0, Math.min(done, brk), Math.min(size, brk));
 }
 
 async function load(assets, snapshotPath, makeSnapshot) {
-  const early = compileEarly(assets);
+  const wasmModule = compileEarly(assets);
+  wasmModule.catch(() => {}); // reported where the loader awaits it
   const snapshotBytes = snapshotPath ? Deno.readFile(snapshotPath) : undefined;
   const lockFile = Deno.readTextFile(`${assets}/pyodide-lock.json`).then(JSON.parse);
-  const { loadPyodide } = await import(new URL(`file://${assets}/pyodide.mjs`).href);
-  const stray = (line) => console.error(line);
-  return await instantiateEarly(early, () =>
-    loadPyodide({
-      indexURL: `${assets}/`,
-      // Read above, in parallel (Pyodide would read it only when configured);
-      // packages resolve next to it, as when Pyodide reads it itself.
-      lockFileContents: lockFile,
-      packageBaseUrl: `${assets}/`,
-      _loadSnapshot: snapshotBytes,
-      _makeSnapshot: makeSnapshot,
-      stdout: stray,
-      stderr: stray,
-      env: { HOME: "/home/pyodide" },
-      checkAPIVersion: true,
-    }),
+  // The installer's patched copies of Pyodide's loaders (runtime/_pyodide_assets.py):
+  // they skip Deno's Node compatibility layer. Both are imported at once here;
+  // Pyodide would import the second only after the first had run.
+  const [{ loadPyodide }, { default: createPyodideModule }] = await Promise.all(
+    ["pyodide.deno.mjs", "pyodide.asm.deno.mjs"].map((name) => import(new URL(`file://${assets}/${name}`).href)),
   );
+  const stray = (line) => console.error(line);
+  return await loadPyodide({
+    indexURL: `${assets}/`,
+    // Read above, in parallel (Pyodide would read it only when configured);
+    // packages resolve next to it, as when Pyodide reads it itself.
+    lockFileContents: lockFile,
+    packageBaseUrl: `${assets}/`,
+    _loadSnapshot: snapshotBytes,
+    _restoreMemory: restoreMemory,
+    _makeSnapshot: makeSnapshot,
+    stdout: stray,
+    stderr: stray,
+    env: { HOME: "/home/pyodide" },
+    checkAPIVersion: true,
+    createPyodideModule,
+    _wasmModule: wasmModule,
+  });
 }
 
 // Python source shipped beside this script, loaded as a module of its own.

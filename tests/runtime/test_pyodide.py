@@ -28,11 +28,14 @@ from runtime import _install as install_module
 from runtime._pyodide_assets import (
     ASSET_FILES,
     INSTALL_COMMAND,
+    LOADER_FILES,
     PYODIDE_VERSION,
     PyodideNotInstalledError,
     asset_dir,
     cache_root,
+    loader_stamp,
     locate_pyodide,
+    patch_loader,
     pyodide_status,
     snapshot_path,
 )
@@ -43,6 +46,14 @@ MiB = 1024 * 1024
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def write_installed(target: Path) -> None:
+    """Fake package files and current patched loaders, as an install leaves them."""
+    for name in ASSET_FILES:
+        (target / name).write_bytes(b"present")
+    for derived in LOADER_FILES.values():
+        (target / derived).write_text(loader_stamp() + "present")
 
 
 def make_tarball(extra: dict[str, bytes] | None = None, *, skip: str = "") -> bytes:
@@ -212,8 +223,7 @@ def test_a_tarball_url_off_the_registry_is_refused(
 def test_install_is_idempotent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = asset_dir(tmp_path)
     target.mkdir(parents=True)
-    for name in ASSET_FILES:
-        (target / name).write_bytes(b"present")
+    write_installed(target)
     snapshot_path(target).write_bytes(b"snapshot")
 
     def no_network(*args: Any, **kwargs: Any) -> Any:
@@ -231,14 +241,73 @@ def test_install_builds_a_missing_snapshot_only(
 ) -> None:
     target = asset_dir(tmp_path)
     target.mkdir(parents=True)
-    for name in ASSET_FILES:
-        (target / name).write_bytes(b"present")
+    write_installed(target)
     built: list[Path] = []
     monkeypatch.setattr(
         install_module, "build_snapshot", lambda deno, assets, deno_dir: built.append(assets)
     )
     install_module.install_pyodide(tmp_path)
     assert built == [target]
+
+
+def test_install_patches_stale_loaders_without_downloading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = asset_dir(tmp_path)
+    target.mkdir(parents=True)
+    write_installed(target)
+    (target / "pyodide.asm.deno.mjs").write_text("// an older patch\n")
+    patched: list[Path] = []
+    monkeypatch.setattr(install_module, "write_loaders", patched.append)
+    monkeypatch.setattr(install_module, "build_snapshot", lambda deno, assets, deno_dir: None)
+    install_module.install_pyodide(tmp_path)
+    assert patched == [target]
+
+
+def test_a_loader_patch_that_does_not_apply_fails_the_install(tmp_path: Path) -> None:
+    for name in LOADER_FILES:
+        (tmp_path / name).write_text("not the pinned release")
+    with pytest.raises(install_module.InstallError, match="patching the Pyodide loaders"):
+        install_module.write_loaders(tmp_path)
+
+
+def test_loader_patches_apply_to_the_pinned_release() -> None:
+    try:
+        assets = locate_pyodide().assets
+    except PyodideNotInstalledError:
+        pytest.skip("the Pyodide runtime is not installed")
+    for name, derived in LOADER_FILES.items():
+        patched = patch_loader(name, (assets / name).read_text(encoding="utf-8"))
+        assert patched == (assets / derived).read_text(encoding="utf-8")
+        assert patched.startswith(loader_stamp())
+    # Neither loader takes Deno for Node any more.
+    assert "var ENVIRONMENT_IS_NODE=false;" in (assets / "pyodide.asm.deno.mjs").read_text()
+    assert "n=!1," in (assets / "pyodide.deno.mjs").read_text()
+
+
+def test_sparse_snapshot_keeps_the_header_and_the_non_zero_pages() -> None:
+    import struct
+
+    page = 64 * 1024
+    start = 48
+    header = struct.pack("<4I", 0x12345678, start, 7, 0) + b"h" * (start - 16)
+    memory = bytearray(6 * page)
+    memory[page + 5] = 1  # pages 1-2 form one run, page 4 another
+    memory[3 * page - 1] = 2
+    memory[4 * page] = 3
+    sparse = install_module.sparse_snapshot(header + bytes(memory))
+    assert sparse[:start] == header and len(sparse) % 4 == 0
+    magic, size, unit, count = struct.unpack_from("<4I", sparse, start)
+    assert (magic, size, unit, count) == (install_module.SPARSE_MAGIC, len(memory), page, 2)
+    runs = struct.unpack_from("<4I", sparse, start + 16)
+    assert runs == (1, 2, 4, 1)
+    # What worker.js does: the runs' pages in order, zeros elsewhere.
+    restored = bytearray(len(memory))
+    at = start + 16 + 8 * count
+    for first, pages in zip(runs[::2], runs[1::2], strict=True):
+        restored[first * page : (first + pages) * page] = sparse[at : at + pages * page]
+        at += pages * page
+    assert restored == memory
 
 
 def test_main_reports_usage_and_errors(
