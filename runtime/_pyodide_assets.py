@@ -136,6 +136,23 @@ _LOADER_PATCHES: dict[str, tuple[tuple[str, str], ...]] = {
             "return{binary:Promise.resolve(new Uint8Array(readbuffer(t)))}",
             "return{binary:Deno.readFile(t)}",
         ),
+        # Reading Deno's setTimeout, clearTimeout or setImmediate loads its Node
+        # timers (~10 ms). Module start-up reads them only to see whether they
+        # exist (`in` tells without the load) and to alias clearTimeout (a
+        # wrapper reads it when called); the first timer a program sets loads them.
+        (
+            "globalThis.clearTimeout??=id=>{};globalThis.setTimeout??=f=>f();",
+            '"clearTimeout"in globalThis||(globalThis.clearTimeout=id=>{});'
+            '"setTimeout"in globalThis||(globalThis.setTimeout=f=>f());',
+        ),
+        (
+            "if(globalThis.setImmediate){emSetImmediate=setImmediateWrapped;",
+            'if("setImmediate"in globalThis){emSetImmediate=setImmediateWrapped;',
+        ),
+        (
+            "var _emscripten_clear_timeout=clearTimeout;",
+            "var _emscripten_clear_timeout=id=>clearTimeout(id);",
+        ),
         (
             "if(ENVIRONMENT_IS_SHELL){return view=>{if(!os.system)",
             "if(false){return view=>{if(!os.system)",
@@ -167,21 +184,98 @@ _LOADER_PATCHES: dict[str, tuple[tuple[str, str], ...]] = {
             ";return moduleRtn}export default _createPyodideModule;",
             ";return moduleRtn});export default _createPyodideModule;",
         ),
+        # The same for the function that stores the ~8,500 wasm exports
+        # (~390 KB of source, ~25 ms to compile at each start). It is assigned
+        # before createWasm() runs, the one place that calls it.
+        (
+            "function assignWasmExports(wasmExports){",
+            "var assignWasmExports=(function(wasmExports){",
+        ),
+        (
+            '["in6addr_loopback"].value>>>0}var wasmImports={',
+            '["in6addr_loopback"].value>>>0});var wasmImports={',
+        ),
         # Linking walks ~8,500 exports and GOT entries: without a [key, value]
-        # array per entry, and giving a new GOT entry its value as it is made.
+        # array per entry.
         (
             "var mergeLibSymbols=(exports,libName)=>{for(var[sym,exp]of Object.entries(exports)){",
             "var mergeLibSymbols=(exports,libName)=>{for(var sym in exports){let exp=exports[sym];",
         ),
+        # Resolving the main module's GOT gives ~260 JS functions a table slot,
+        # each through a wasm wrapper instantiated on its own, after a failed
+        # attempt to store the JS function (a TypeError): ~15 ms. The wrappers
+        # are made beforehand in one instance (same signatures, same calls).
+        # Slots are still given out one by one in the same order; a function
+        # the batch re-exports as itself is wasm and is stored as before; if
+        # the batch fails, each wrapper is made as before.
         (
             "var reportUndefinedSymbols=()=>{for(var[symName,entry]of Object.entries(GOT)){",
-            "var reportUndefinedSymbols=()=>{for(var symName in GOT){var entry=GOT[symName];",
+            "var prewrapped=null;"
+            "var prewrapLeb=n=>{var b=[];do{var x=n&127;n>>>=7;b.push(n?x|128:x)}while(n);return b};"
+            "var prewrapSection=(id,items)=>{var body=[...prewrapLeb(items.length),...items.flat()];"
+            "return[id,...prewrapLeb(body.length),...body]};"
+            "var prewrapFunctions=()=>{var funcs=new Map;for(var symName in GOT){if(GOT[symName].value==-1){"
+            "var f=resolveGlobalSymbol(symName,true).sym;"
+            'if(typeof f=="function"&&typeof f.sig=="string"&&!funcs.has(f)&&!getFunctionAddress(f))'
+            "funcs.set(f,f.sig)}}"
+            "if(funcs.size<2)return;"
+            "try{var types=[],typeIndex={},imports=[],exports=[],fs={},i=0;"
+            "for(var[f,sig]of funcs){"
+            "var t=typeIndex[sig]??=types.push([96,...generateTypePack(sig.slice(1)),"
+            '...generateTypePack(sig[0]==="v"?"":sig[0])])-1;'
+            "var name=Array.from(String(i),c=>c.charCodeAt(0));"
+            "imports.push([1,101,name.length,...name,0,...prewrapLeb(t)]);"
+            "exports.push([name.length,...name,0,...prewrapLeb(i)]);fs[i++]=f}"
+            "var bytes=Uint8Array.from([0,97,115,109,1,0,0,0,...prewrapSection(1,types),"
+            "...prewrapSection(2,imports),...prewrapSection(7,exports)]);"
+            "var inst=new WebAssembly.Instance(new WebAssembly.Module(bytes),{e:fs});"
+            "prewrapped=new Map;i=0;for(var[f,sig]of funcs)prewrapped.set(f,{sig,w:inst.exports[i++]})"
+            "}catch{prewrapped=null}};"
+            "var reportUndefinedSymbols=()=>{prewrapFunctions();"
+            "try{reportUndefinedSymbolsNow()}finally{prewrapped=null}};"
+            "var reportUndefinedSymbolsNow=()=>{for(var symName in GOT){var entry=GOT[symName];",
+        ),
+        (
+            "try{setWasmTableEntry(ret,func)}catch(err){if(!(err instanceof TypeError)){throw err}"
+            "var wrapped=convertJsFunctionToWasm(func,sig);setWasmTableEntry(ret,wrapped)}",
+            "var pre=prewrapped?.get(func);if(pre&&pre.sig===sig&&pre.w!==func){prewrapped.delete(func);"
+            "setWasmTableEntry(ret,pre.w)}else "
+            "try{setWasmTableEntry(ret,func)}catch(err){if(!(err instanceof TypeError)){throw err}"
+            "var wrapped=convertJsFunctionToWasm(func,sig);setWasmTableEntry(ret,wrapped)}",
+        ),
+        # Linking the main module gives each of its ~8,500 exports a GOT entry,
+        # a WebAssembly.Global (~20 ms), but only the entries a library imports
+        # (GOTHandler) or someone reads through Module.GOT are ever used. A new
+        # entry's value is kept in `lazyGOT` until then and the Global made on
+        # first use, holding the same value (the table slots are still given
+        # out in the same order). Entries still unresolved (-1) stay eager:
+        # reportUndefinedSymbols resolves those.
+        ("var GOT={};", "var GOT={},lazyGOT=new Map;"),
+        (
+            "get(weakImports,symName){var rtn=GOT[symName];if(!rtn){rtn=GOT[symName]="
+            'new WebAssembly.Global({value:"i32",mutable:true},-1)}',
+            "get(weakImports,symName){var rtn=GOT[symName];if(!rtn){rtn=GOT[symName]="
+            'new WebAssembly.Global({value:"i32",mutable:true},lazyGOT.get(symName)??-1);'
+            "lazyGOT.delete(symName)}",
+        ),
+        (
+            "var existingEntry=GOT[symName]&&GOT[symName].value!=-1;",
+            "var existingEntry=GOT[symName]?GOT[symName].value!=-1:lazyGOT.has(symName);",
         ),
         (
             'GOT[symName]??=new WebAssembly.Global({value:"i32",mutable:true});'
             "GOT[symName].value=newValue}",
             "if(GOT[symName])GOT[symName].value=newValue;"
-            'else GOT[symName]=new WebAssembly.Global({value:"i32",mutable:true},newValue)}',
+            "else if((newValue|=0)!==-1)lazyGOT.set(symName,newValue);"
+            'else GOT[symName]=new WebAssembly.Global({value:"i32",mutable:true},-1)}',
+        ),
+        (
+            'Module["GOT"]=GOT;',
+            'Object.defineProperty(Module,"GOT",{configurable:true,enumerable:true,'
+            "get(){for(var[s,v]of lazyGOT)"
+            'GOT[s]=new WebAssembly.Global({value:"i32",mutable:true},v);'
+            "lazyGOT.clear();return GOT},"
+            'set(v){Object.defineProperty(Module,"GOT",{value:v,writable:true})}});',
         ),
         # Asked for each of ~8,500 exports: a Set instead of a fresh array per call.
         (

@@ -559,8 +559,9 @@ def attach(send: Send, layers: str, schedule: object = None) -> Callable[[str], 
     ready callbacks and timers alike. ``send`` takes the JSON text of one frame,
     or of several joined by ``"\n"``.
     """
+    # Ready goes out first: the host's first frame is on its way while the
+    # rest is set up (~5 ms); it is read only after this returns.
+    send(dumps({"type": "ready", "layers": json.loads(layers)}))
     if schedule is not None:
         _install_ready_queue(schedule)
-    worker = _Worker(send)
-    send(dumps({"type": "ready", "layers": json.loads(layers)}))
-    return worker.receive
+    return _Worker(send).receive

@@ -158,11 +158,14 @@ function scheduleCallback(callback, delay = 0) {
 // Pyodide reads and compiles its wasm module only after its JS modules are
 // loaded and parsed. Here the read and the (background) compile start first
 // and overlap that; the patched loader takes the module through its
-// `_wasmModule` option instead of reading the file again. (Streaming the
-// compile from the file was slower: Deno loads its streams and fetch code for
-// it, and feeds the chunks on the main thread.)
+// `_wasmModule` option instead of reading the file again. The read is
+// synchronous (a few ms): an async read would complete only when the main
+// thread next yields, after the loaders have been parsed and run, and the
+// compile would start ~100 ms late. (Streaming the compile from the file was
+// slower: Deno loads its streams and fetch code for it, and feeds the chunks
+// on the main thread.)
 async function compileEarly(assets) {
-  return await WebAssembly.compile(await Deno.readFile(`${assets}/pyodide.asm.wasm`));
+  return await WebAssembly.compile(Deno.readFileSync(`${assets}/pyodide.asm.wasm`));
 }
 
 // The installer stores snapshots sparse (runtime/_install.py, sparse_snapshot):
@@ -255,10 +258,14 @@ async function bootstrapModule(pyodide) {
 // waits for its run, exercise the hot paths in short slices so V8 tiers them
 // up; stop as soon as the run arrives (or after WARM_UP_MS). A cold start's
 // run arrives right after READY, within the grace period: no warm-up then.
+// The grace period is timed by an AbortSignal: Deno's setTimeout loads its
+// Node timers on first use (~10 ms), which a cold start's run would wait for.
 const WARM_UP_GRACE_MS = 25;
 const WARM_UP_MS = 400;
 async function warmUp(boot, started) {
-  await new Promise((resolve) => setTimeout(resolve, WARM_UP_GRACE_MS));
+  await new Promise((resolve) => {
+    AbortSignal.timeout(WARM_UP_GRACE_MS).addEventListener("abort", resolve, { once: true });
+  });
   const until = performance.now() + WARM_UP_MS;
   while (!started() && performance.now() < until) {
     boot.warm_up(encodeFrames);
