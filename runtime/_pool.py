@@ -405,13 +405,14 @@ class WorkerPool:
     async def _wait(self, zygote: _Zygote, ready: Callable[[], bool]) -> None:
         while not ready():
             async with self._read_lock:
-                if ready():
-                    return
-                try:
-                    await anyio.wait_readable(zygote.ctl)
-                except anyio.ClosedResourceError:
-                    raise _ZygoteDied from None
-                self._collect(zygote)
+                # (The housekeeping task may have collected a failed spare
+                # while this waited for the lock: no reply is coming then.)
+                if self._spare_error is None and not ready():
+                    try:
+                        await anyio.wait_readable(zygote.ctl)
+                    except anyio.ClosedResourceError:
+                        raise _ZygoteDied from None
+                    self._collect(zygote)
                 if self._spare_error is not None:
                     message, self._spare_error = self._spare_error, None
                     raise WorkerStartError(message)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import struct
@@ -610,3 +611,20 @@ async def test_runs_that_need_their_own_worker_while_the_pool_keeps_house(
             for index in range(3):
                 group.start_soon(one, index)
     assert sorted(results) == [0, 1, 2]
+
+
+async def test_a_spare_the_zygote_cannot_fork_fails_the_run_at_once(
+    housekept: SubprocessRuntime,
+) -> None:
+    await housekept.run("return 0", tool_names=[], call_tool=ToolBox())
+    await _settle(lambda: len(housekept._pool._spares) == 1)
+    zygote = housekept._pool._zygote
+    assert zygote is not None
+    shutil.rmtree(zygote.tmp)  # no work directory can be made for new workers
+    outcome = await housekept.run("return 1", tool_names=[], call_tool=ToolBox())
+    assert outcome.result == 1  # the spare forked before
+    # Its replacement fails to fork; the housekeeping task may collect that
+    # reply before the next run waits for it. Either way the run fails at once,
+    # not after the minute a silent zygote is given.
+    with anyio.fail_after(10), pytest.raises(WorkerStartError, match="No such file"):
+        await housekept.run("return 2", tool_names=[], call_tool=ToolBox())
