@@ -48,12 +48,18 @@ MiB = 1024 * 1024
 # --------------------------------------------------------------------------- helpers
 
 
-def write_installed(target: Path) -> None:
-    """Fake package files and current patched loaders, as an install leaves them."""
+def write_installed(cache: Path) -> Path:
+    """Fake package files and current patched loaders, as an install leaves them.
+
+    Returns the assets directory under the cache directory ``cache``.
+    """
+    target = asset_dir(cache)
+    target.mkdir(parents=True)
     for name in ASSET_FILES:
         (target / name).write_bytes(b"present")
     for derived in LOADER_FILES.values():
         (target / derived).write_text(loader_stamp() + "present")
+    return target
 
 
 def make_tarball(extra: dict[str, bytes] | None = None, *, skip: str = "") -> bytes:
@@ -221,9 +227,7 @@ def test_a_tarball_url_off_the_registry_is_refused(
 
 
 def test_install_is_idempotent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    target = asset_dir(tmp_path)
-    target.mkdir(parents=True)
-    write_installed(target)
+    target = write_installed(tmp_path)
     snapshot_path(target).write_bytes(b"snapshot")
 
     def no_network(*args: Any, **kwargs: Any) -> Any:
@@ -239,9 +243,7 @@ def test_install_is_idempotent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 def test_install_builds_a_missing_snapshot_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    target = asset_dir(tmp_path)
-    target.mkdir(parents=True)
-    write_installed(target)
+    target = write_installed(tmp_path)
     built: list[Path] = []
     monkeypatch.setattr(
         install_module, "build_snapshot", lambda deno, assets, deno_dir: built.append(assets)
@@ -253,9 +255,7 @@ def test_install_builds_a_missing_snapshot_only(
 def test_install_patches_stale_loaders_without_downloading(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    target = asset_dir(tmp_path)
-    target.mkdir(parents=True)
-    write_installed(target)
+    target = write_installed(tmp_path)
     (target / "pyodide.asm.deno.mjs").write_text("// an older patch\n")
     patched: list[Path] = []
     monkeypatch.setattr(install_module, "write_loaders", patched.append)
