@@ -1,8 +1,7 @@
 """The in-worker half: run one untrusted program and report over the channel.
 
 Runs inside a freshly forked, already sandboxed worker (see ``_zygote``). It
-sends ``ready`` and waits, with its asyncio loop already running, for one
-``run`` frame; it compiles the program as the body of an ``async def`` (or
+sends ``ready`` and waits, in a blocking read, for one ``run`` frame; it compiles the program as the body of an ``async def`` (or
 loads the code object the host compiled for it) and runs it as a task.
 ``print`` and ``sys.stderr`` become
 ``log`` frames; each ``tools`` binding sends a ``call`` frame and returns a
@@ -101,8 +100,9 @@ def format_program_exception(exc: BaseException) -> str:
 class _Run:
     """One program run: the channel, the pending tool calls and the limits.
 
-    Created (with the event loop running and the channel's reader registered)
-    before the worker says "ready", so a run frame is picked up by a warm loop.
+    Created (with the channel's reader registered on a loop that already ran
+    the prewarm program) before the worker says "ready": the run frame is
+    read directly, then the loop runs the program and reads the answers.
     """
 
     def __init__(
@@ -276,7 +276,6 @@ class _Run:
                     self.launch(payload)
         except BaseException as exc:  # not the program's: the worker failed to set up
             self.setup_error = exc
-            self.loop.stop()
             return []
         return payloads[index:]
 
@@ -377,8 +376,9 @@ def serve(
 ) -> NoReturn:
     """Announce readiness, run the one program the host sends, report, exit.
 
-    The event loop already runs (with the channel's reader) while the worker
-    waits as a spare: the run frame starts the program from the reader.
+    The event loop is warm (it ran the prewarm program) and its reader is
+    registered while the worker waits as a spare; the run frame is read
+    directly and starts the program's task before the loop runs it.
     """
     asyncio.set_event_loop(loop)
     _prewarm(sock, loop, settings)
@@ -391,13 +391,19 @@ def serve(
     # host must be woken up at once, not when the CPU has nothing else to do.
     set_cpu_policy(background=False)
     sock.sendall(encode_frame({"type": "ready", "layers": layers}))
+    # Wait for the run frame in a blocking read (the socket is blocking): one
+    # system call when the host wakes this spare, not the event loop's poll,
+    # its dispatch and then the read. The frame (and the compiled program)
+    # start the program's task; the loop runs it, reading answers as they come.
+    while run.task is None:
+        run.on_readable()
+        if run.setup_error is not None:
+            raise run.setup_error
     escaped: BaseException | None = None
     try:
         loop.run_forever()
     except BaseException as exc:  # SystemExit and the like, out of the program's task
         escaped = exc
-    if run.setup_error is not None:
-        raise run.setup_error
     try:
         if escaped is not None:
             raise escaped
