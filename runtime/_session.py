@@ -10,10 +10,13 @@ output bytes and tool-call count are enforced here whatever the worker says.
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import functools
 import math
 import os
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from types import CoroutineType
 from typing import Any, Final
 
 import anyio
@@ -26,15 +29,16 @@ from ._bootstrap import EXIT_HOST_GONE, EXIT_INTERNAL, EXIT_MEMORY
 from ._channel import ChannelClosed, FrameChannel
 from ._pool import Worker
 from ._protocol import HEADER, ProtocolError, encode_frame, parse_worker_frame
+from ._runners import CallRunners, InContext
 
 __all__ = ["drive_run"]
 
 # After the channel closed without a final frame: how long the zygote gets to
 # report the exit status before the worker is killed (and then reported).
 _STATUS_GRACE = 1.0
-# Tasks kept idle for the next calls; beyond this, one that finishes leaves
-# at once instead of costing a wake-up when the run ends.
-_MAX_IDLE_TASKS = 8
+# Runner tasks a run without a runtime's own runners keeps parked for its
+# next calls; beyond this, one that finishes leaves at once.
+_RUN_RUNNERS_KEPT = 8
 
 
 async def drive_run(
@@ -47,6 +51,7 @@ async def drive_run(
     cancel: CancelSignal | None,
     compile_program: Callable[[str], bytes | None] | None = None,
     while_waiting: Callable[[], None] | None = None,
+    runners: CallRunners | None = None,
 ) -> RunOutcome:
     """Run ``code`` on ``worker`` and return its outcome; the caller kills the worker.
 
@@ -54,57 +59,64 @@ async def drive_run(
     bytes follow the run frame; ``None`` leaves compiling, and reporting why it
     fails, to the worker). ``while_waiting``, when given, is called once the
     program is on its way: housekeeping that then overlaps the worker's start.
+    ``runners``, when given, answer the calls (the runtime's own, kept across
+    runs); without them the run starts its own at its first call.
     """
-    session = _Session(worker, tool_names, call_tool, limits)
+    session = _Session(worker, tool_names, call_tool, limits, runners)
     return await session.run(code, cancel, compile_program, while_waiting)
 
 
-# What an idle task of the calls group is woken up for: ``None`` to read the
-# channel, a call to answer, or ``_STOP`` once the outcome is decided.
+# A job of a run for a runner: ``None`` to read the channel, or a call to
+# answer. ``_STOP`` is what reading returns once the outcome is decided.
 _Call = tuple[int, str, Any]
 _STOP: Final = (0, "", None)
-
-
-class _Turn:
-    """The wake-up of one idle task and what it is woken up for."""
-
-    __slots__ = ("event", "job")
-
-    def __init__(self) -> None:
-        self.event = anyio.Event()
-        self.job: _Call | None = _STOP
 
 
 class _Session:
     """One run's frames, calls and outcome.
 
-    One task at a time reads the channel. The task that reads a call answers
-    it itself, once it has passed the reading to another task (an idle one, or
-    a new one): the answer leaves without a task switch. Only calls read in a
-    burst (more frames already buffered) are handed to other tasks, so that
-    they all start before the first of them is answered. Either way calls
-    start (``call_tool`` is called) in the order the program made them.
+    One task at a time reads the channel: the run's own task first, then
+    runner tasks (see ``_runners``). The task that reads a call answers it
+    itself, once it has passed the reading to a runner: the answer leaves
+    without a task switch. Only calls read in a burst (more frames already
+    buffered) are passed to runners, so that they all start before the first
+    of them is answered. Either way calls start (``call_tool`` is called) in
+    the order the program made them, in a copy of the run's caller's context.
+
+    Once the outcome is decided, or the run is cancelled or times out, the
+    runners' jobs of this run still going are cancelled and waited for: when
+    :meth:`run` returns, every call it started has settled.
     """
 
     __slots__ = (
         "busy",
         "call_tool",
         "calls",
-        "calls_group",
         "channel",
+        "closing",
+        "context",
+        "decided",
+        "error",
         "exit_stack",
-        "idle",
+        "jobs",
         "limits",
         "logs",
         "outcome",
         "output",
         "queued",
+        "runners",
+        "settled",
         "tool_names",
         "worker",
     )
 
     def __init__(
-        self, worker: Worker, tool_names: Sequence[str], call_tool: CallTool, limits: Limits
+        self,
+        worker: Worker,
+        tool_names: Sequence[str],
+        call_tool: CallTool,
+        limits: Limits,
+        runners: CallRunners | None,
     ) -> None:
         self.worker = worker
         self.tool_names = frozenset(tool_names)
@@ -114,12 +126,18 @@ class _Session:
         self.logs: list[str] = []
         self.output = 0
         self.calls = 0
-        # Idle tasks of the calls group, each waiting for a job; a new task is
-        # only started when none is idle (starting one costs several wake-ups).
-        self.idle: list[_Turn] = []
         self.busy = 0  # calls being answered
         self.queued = 0  # calls handed over to a task that has yet to start them
-        self.calls_group: anyio.abc.TaskGroup | None = None
+        self.runners = runners
+        # The caller's context (taken by the run's own task at the first call):
+        # each call runs in a copy.
+        self.context: contextvars.Context | None = None
+        # The cancel scopes of this run's jobs that started and are still going.
+        self.jobs: set[anyio.CancelScope] = set()
+        self.closing = False  # no new job starts, no outcome is decided
+        self.settled: anyio.Event | None = None  # set when the last started job ends
+        self.decided: anyio.Event | None = None  # set with the outcome
+        self.error: BaseException | None = None  # what escaped a job: raised from run()
         self.outcome: RunOutcome | None = None
 
     def failure(self, kind: FailureKind, message: str) -> RunOutcome:
@@ -164,22 +182,29 @@ class _Session:
 
             dispose = cancel.add_listener(on_cancel) if cancel is not None else None
             try:
-                # The calls' task group is only entered (on this stack) at the
-                # first tool call: a run without calls does not pay for one. Once
-                # the outcome is decided, the group's scope is cancelled when
-                # calls are still in flight (this task's own included).
+                # A run's own runners (without the runtime's) are started in a
+                # task group entered on this stack at the first tool call: a
+                # run without calls does not pay for one.
                 async with contextlib.AsyncExitStack() as self.exit_stack:
-                    await self.converse()
+                    try:
+                        await self.converse()
+                    finally:
+                        await self.settle()
             finally:
                 if dispose is not None:
                     dispose()
+        if self.error is not None:
+            raise self.error
         if self.outcome is not None:
             return self.outcome
         if signalled:
             return self.failure("cancelled", "the run was cancelled")
-        return self.failure(
-            "timeout", f"the run exceeded its wall-clock limit of {self.limits.timeout:g} s"
-        )
+        if scope.cancel_called:
+            return self.failure(
+                "timeout", f"the run exceeded its wall-clock limit of {self.limits.timeout:g} s"
+            )
+        # A runner was cancelled under this run: the runtime is closing.
+        return self.failure("crashed", "the runtime was closed during the run")
 
     async def converse(self) -> None:
         channel = self.channel
@@ -201,28 +226,86 @@ class _Session:
         except ProtocolError as exc:
             self.decide(self.failure("protocol", f"the worker broke the protocol: {exc}"))
             return
-        await self.take_turns(None, stay=True)
+        call = await self.read()
+        if call is not _STOP:
+            with anyio.CancelScope() as scope:
+                await self.guarded(self.answer(*call), scope)
+        if self.outcome is None:
+            # Until a runner reads the final frame (or the run ends otherwise).
+            self.decided = anyio.Event()
+            await self.decided.wait()
 
-    async def take_turns(self, job: _Call | None, *, stay: bool = False) -> None:
-        """Read (``job`` is ``None``) or answer ``job``, then wait for the next job.
+    async def settle(self) -> None:
+        """Start no more jobs; cancel the ones going unless they end by themselves; wait.
 
-        Returns once the outcome is decided; without ``stay``, also when enough
-        other tasks are idle.
+        Jobs end by themselves once the outcome is decided and no call is being
+        answered (waiting for them is still bound by the run's deadline).
+        Otherwise (calls in flight, or this task is cancelled or out of time)
+        they are cancelled, and waited for even though this task is cancelled.
         """
-        while job is not _STOP:
-            if job is None:
-                job = await self.read()
-                if job is _STOP:
-                    return
-            else:
-                self.queued -= 1  # a call handed over, starting now
-            await self.answer(*job)
-            if self.outcome is not None or (not stay and len(self.idle) >= _MAX_IDLE_TASKS):
+        self.closing = True
+        if not self.jobs:
+            return
+        if not self.busy and self.outcome is not None:
+            try:
+                await self.jobs_ended()
                 return
-            turn = _Turn()
-            self.idle.append(turn)
-            await turn.event.wait()
-            job = turn.job
+            except anyio.get_cancelled_exc_class():
+                self.cancel_jobs()
+                with anyio.CancelScope(shield=True):
+                    await self.jobs_ended()
+                raise
+        self.cancel_jobs()
+        with anyio.CancelScope(shield=True):
+            await self.jobs_ended()
+
+    def cancel_jobs(self) -> None:
+        # (Cancelling costs a task repr in anyio: only when needed.)
+        for scope in self.jobs:
+            scope.cancel()
+
+    async def jobs_ended(self) -> None:
+        while self.jobs:
+            self.settled = anyio.Event()
+            await self.settled.wait()
+
+    async def guarded(self, work: Coroutine[Any, Any, None], scope: anyio.CancelScope) -> None:
+        """Await ``work``; the run cancels ``scope`` (a scope this task is in) if
+        it ends while ``work`` goes on."""
+        self.jobs.add(scope)
+        try:
+            await work
+        finally:
+            self.jobs.discard(scope)
+            if not self.jobs and self.settled is not None:
+                self.settled.set()
+
+    async def run_job(self, call: _Call | None, scope: anyio.CancelScope) -> None:
+        """A runner's job: read on (``call`` is ``None``) or answer ``call``."""
+        if self.closing or self.outcome is not None:
+            return  # too late to start
+        try:
+            await self.guarded(self.take_turn(call), scope)
+        except BaseException as exc:
+            if isinstance(exc, anyio.get_cancelled_exc_class()):
+                if not scope.cancel_called and self.decided is not None:
+                    # Not by this run: the run's own task is cancelled too, or
+                    # the runtime closes. The run's task wakes up and tells which.
+                    self.decided.set()
+                raise
+            # Not a call's failure (those are answers): raised from run().
+            if self.error is None:
+                self.error = exc
+            self.decide(self.failure("crashed", f"internal error: {type(exc).__name__}: {exc}"))
+
+    async def take_turn(self, call: _Call | None) -> None:
+        if call is None:
+            call = await self.read()
+            if call is _STOP:
+                return
+        else:
+            self.queued -= 1  # a call handed over, starting now
+        await self.answer(*call)
 
     async def read(self) -> _Call:
         """Read frames until the outcome is decided (then ``_STOP``) or a call.
@@ -264,10 +347,10 @@ class _Session:
                         # one still waiting to start, this one waits its turn.
                         self.queued += 1
                         if not self.hand_over(call):
-                            await self.start_calls_group(call)
+                            await self.start_runners(call)
                         continue
                     if not self.hand_over(None):
-                        await self.start_calls_group(None)
+                        await self.start_runners(None)
                     return call
                 if kind == "log":
                     text = frame["text"]
@@ -308,36 +391,42 @@ class _Session:
         self.decide(outcome)
         return _STOP
 
-    def hand_over(self, job: _Call | None) -> bool:
-        """Give ``job`` (``None``: the reading) to an idle task, or to a new one.
+    def hand_over(self, call: _Call | None) -> bool:
+        """Give ``call`` (``None``: the reading) to a runner.
 
-        ``False`` when the calls' task group is still to be entered (the first call).
+        ``False`` when there are no runners yet (the run's first call, when the
+        runtime has none of its own): see :meth:`start_runners`.
         """
-        if self.idle:
-            turn = self.idle.pop()
-            turn.job = job
-            turn.event.set()
-        elif self.calls_group is not None:
-            self.calls_group.start_soon(self.take_turns, job, name="ptc-call")
-        else:
+        runners = self.runners
+        if runners is None or not runners.bound:
             return False
+        if self.context is None:  # the first hand-over is the run's own task's
+            self.context = contextvars.copy_context()
+        try:
+            runners.submit(functools.partial(self.run_job, call))
+        except RuntimeError:  # their task group is gone: the runtime closed
+            self.decide(self.failure("crashed", "the runtime was closed during the run"))
         return True
 
-    async def start_calls_group(self, job: _Call | None) -> None:
-        """Enter the calls' task group (on the run's stack) and give it ``job``."""
-        self.calls_group = await self.exit_stack.enter_async_context(anyio.create_task_group())
-        self.calls_group.start_soon(self.take_turns, job, name="ptc-call")
+    async def start_runners(self, call: _Call | None) -> None:
+        """Start the run's own runners (on the run's stack) and give them ``call``.
+
+        Only from the run's own task, which holds the stack.
+        """
+        group = await self.exit_stack.enter_async_context(anyio.create_task_group())
+        self.runners = CallRunners(group, keep=_RUN_RUNNERS_KEPT)
+        self.exit_stack.callback(self.runners.close)  # before the group waits for them
+        self.hand_over(call)
 
     def decide(self, outcome: RunOutcome) -> None:
-        """Settle the run's outcome: idle tasks leave, calls in flight are abandoned."""
-        if self.outcome is not None:
+        """Settle the run's outcome; calls in flight are abandoned."""
+        if self.outcome is not None or self.closing:
             return
         self.outcome = outcome
-        while self.idle:
-            self.idle.pop().event.set()  # their job is _STOP
-        if self.busy and self.calls_group is not None:
-            # (Cancelling costs a task repr in anyio: only when needed.)
-            self.calls_group.cancel_scope.cancel()
+        if self.busy:
+            self.cancel_jobs()
+        if self.decided is not None:
+            self.decided.set()
 
     def output_limit(self) -> RunOutcome:
         return self.failure(
@@ -346,8 +435,21 @@ class _Session:
         )
 
     async def answer(self, call_id: int, name: str, args: Any) -> None:
+        if self.context is None:
+            self.context = contextvars.copy_context()
         try:
-            answer = await self.call_tool(name, args)
+            # In a copy of the caller's context, as in a task the caller started
+            # (the task answering may be a runner shared with other runs).
+            context = self.context.copy()
+            coro = context.run(self.call_tool, name, args)
+            if type(coro) is not CoroutineType:  # some other awaitable: awaited in a coroutine
+                coro = _await(coro)
+            try:
+                signal = context.run(coro.send, None)
+            except StopIteration as done:  # answered without waiting
+                answer = done.value
+            else:
+                answer = await InContext(coro, context, signal)
             if not isinstance(answer, ToolAnswer):
                 answer = ToolAnswer.failure(
                     f"internal error: call_tool returned {type(answer).__name__}"
@@ -428,6 +530,10 @@ class _Session:
         if code in (EXIT_INTERNAL, EXIT_HOST_GONE):
             return self.failure("crashed", f"the worker failed internally (exit code {code})")
         return self.failure("crashed", f"the worker exited unexpectedly with code {code}")
+
+
+async def _await(awaitable: Awaitable[ToolAnswer]) -> ToolAnswer:
+    return await awaitable
 
 
 def _signal_name(signum: int) -> str:

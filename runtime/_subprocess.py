@@ -22,6 +22,7 @@ import anyio
 from ._base import CallTool, CancelSignal, Limits, RunOutcome, Runtime, checked_run_arguments
 from ._bootstrap import compile_for_worker
 from ._pool import SandboxKey, WorkerPool
+from ._runners import CallRunners
 from ._session import drive_run
 
 __all__ = ["LAYERS", "Layer", "SubprocessRuntime"]
@@ -38,6 +39,10 @@ _HOST_COMPILE_MAX_CHARS: Final = 16_384
 # Compiled programs kept for programs that come again (retries, the same
 # snippet over many inputs): at most this many, each at most the size above.
 _COMPILED_PROGRAMS_KEPT: Final = 64
+# Call-answering tasks kept parked across runs (a task each, waiting on an
+# event): enough for a program's usual fan-out; a wider one starts more, and
+# those beyond this leave once their call is answered.
+_RUNNERS_KEPT: Final = 128
 
 
 def _default_allowed_modules() -> frozenset[str] | None:
@@ -108,6 +113,9 @@ class SubprocessRuntime(Runtime):
             default_key=self._default_key,
         )
         self._exit_stack: contextlib.AsyncExitStack | None = None
+        # Tasks answering tool calls, kept parked across runs while the runtime
+        # is entered as a context manager (see ``_runners``).
+        self._runners: CallRunners | None = None
 
     @property
     def limits(self) -> Limits:
@@ -159,6 +167,7 @@ class SubprocessRuntime(Runtime):
                 cancel=cancel,
                 compile_program=compile_program,
                 while_waiting=None if self._pool.maintained else self._pool.tidy,
+                runners=self._runners,
             )
         finally:
             self._pool.release(worker)
@@ -179,8 +188,15 @@ class SubprocessRuntime(Runtime):
             stack.callback(group.cancel_scope.cancel)
             await self.start()
             await group.start(self._pool.maintain, name="ptc-pool-housekeeping")
+            self._runners = CallRunners(group, keep=_RUNNERS_KEPT)
+            stack.callback(self._drop_runners)
             self._exit_stack = stack.pop_all()
         return self
+
+    def _drop_runners(self) -> None:
+        if self._runners is not None:
+            self._runners.close()
+            self._runners = None
 
     async def __aexit__(self, *exc_info: object) -> None:
         stack, self._exit_stack = self._exit_stack, None

@@ -9,6 +9,7 @@ when Deno or its assets are missing). A new backend adds one entry to
 
 from __future__ import annotations
 
+import contextvars
 import os
 import time
 from collections.abc import AsyncIterator, Callable
@@ -23,6 +24,7 @@ from runtime import (
     Runtime,
     RuntimeUnavailableError,
     SubprocessRuntime,
+    ToolAnswer,
     get_runtime,
 )
 from runtime.testing import TOOL_NAMES, ManualCancel, ToolBox
@@ -331,6 +333,39 @@ return out
     assert outcome.result == expected
     assert outcome.tool_calls == 40
     assert [args for _, args in tools.calls] == expected
+
+
+_request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="none")
+
+
+async def test_calls_run_in_the_callers_context(runtime: Runtime) -> None:
+    # Each call sees the context variables of the task that called run() (a
+    # tracing span, a request id), as in a task that task started; what a call
+    # sets stays in that call.
+    seen: list[str] = []
+
+    async def call_tool(name: str, args: Any) -> ToolAnswer:
+        seen.append(_request_id.get())
+        _request_id.set(f"set by call {args['i']}")
+        await anyio.sleep(0.01)
+        return ToolAnswer.success(_request_id.get())
+
+    code = """
+import asyncio
+first = await tools.echo({'i': 0})
+rest = await asyncio.gather(*[tools.echo({'i': i}) for i in range(1, 6)])
+last = await tools.echo({'i': 6})
+return [first, *rest, last]
+"""
+    token = _request_id.set("run 42")
+    try:
+        outcome = await runtime.run(code, tool_names=["echo"], call_tool=call_tool)
+        assert _request_id.get() == "run 42"
+    finally:
+        _request_id.reset(token)
+    assert outcome.ok, outcome.message
+    assert seen == ["run 42"] * 7
+    assert outcome.result == [f"set by call {i}" for i in range(7)]
 
 
 async def test_tool_failure_raises_tool_call_error(runtime: Runtime) -> None:

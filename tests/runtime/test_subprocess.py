@@ -29,6 +29,7 @@ from runtime import (
 from runtime._bootstrap import compile_for_worker, compile_program
 from runtime._pool import Worker
 from runtime._protocol import FrameDecoder, NotJsonError, ProtocolError, check_json
+from runtime._runners import CallRunners
 from runtime._session import drive_run
 from runtime.testing import ToolBox
 
@@ -160,6 +161,7 @@ async def drive(fake: FakeWorker, limits: Limits | None = None, **kw: Any) -> Ru
         call_tool=kw.pop("call_tool", ToolBox()),
         limits=limits or Limits(timeout=5),
         cancel=None,
+        runners=kw.pop("runners", None),
     )
 
 
@@ -214,6 +216,35 @@ async def test_host_enforces_tool_call_limit(fake: FakeWorker) -> None:
     outcome = await drive(fake, Limits(timeout=5, max_tool_calls=2), call_tool=tools)
     assert outcome.kind == "tool_call_limit"
     assert outcome.tool_calls == 2
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["own-runners", "shared-runners"])
+async def test_a_worker_that_stops_reading_cannot_hold_the_run_past_its_deadline(
+    fake: FakeWorker, shared: bool
+) -> None:
+    # The worker asks for a big answer, says it is done and never reads: the
+    # answer's write blocks, with no call being answered any more. The outcome
+    # is the worker's, once the run's deadline ends the wait for that write.
+    async def call_tool(name: str, args: Any) -> ToolAnswer:
+        if args["n"] == 1:  # answered by the run's own task; the next is a runner's
+            fake.send({"type": "call", "id": 2, "name": "echo", "args": {"n": 2}})
+            return ToolAnswer.success("small")
+        fake.send({"type": "done", "result": 1})
+        return ToolAnswer.success("x" * (8 << 20))
+
+    fake.send(READY, {"type": "call", "id": 1, "name": "echo", "args": {"n": 1}})
+    started = time.perf_counter()
+    limits = Limits(timeout=0.5, max_message_bytes=16 << 20)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            # Shared: a runtime's runners, outside the run's deadline scope.
+            runners = CallRunners(group, keep=8) if shared else None
+            outcome = await drive(fake, limits, call_tool=call_tool, runners=runners)
+            if runners is not None:
+                runners.close()
+    assert outcome.result == 1, outcome
+    assert outcome.tool_calls == 2
+    assert time.perf_counter() - started < 5
 
 
 async def test_host_enforces_wall_clock(fake: FakeWorker) -> None:
@@ -628,3 +659,68 @@ async def test_a_spare_the_zygote_cannot_fork_fails_the_run_at_once(
     # not after the minute a silent zygote is given.
     with anyio.fail_after(10), pytest.raises(WorkerStartError, match="No such file"):
         await housekept.run("return 2", tool_names=[], call_tool=ToolBox())
+
+
+def _call_runner_tasks() -> set[int]:
+    return {task.id for task in anyio.get_running_tasks() if task.name == "ptc-call"}
+
+
+async def test_call_runners_are_kept_across_runs(housekept: SubprocessRuntime) -> None:
+    # A burst of calls wakes tasks parked by the run before instead of
+    # starting new ones (each start costs anyio several times a wake-up).
+    code = (
+        "import asyncio\n"
+        "return len(await asyncio.gather(*[tools.sleep({'seconds': 0.02}) for _ in range(30)]))"
+    )
+    tools = ToolBox()
+    first = await housekept.run(code, tool_names=["sleep"], call_tool=tools)
+    assert first.result == 30, first
+    runners = housekept._runners
+    assert runners is not None
+    assert runners.parked >= 29
+    parked = _call_runner_tasks()
+    second = await housekept.run(code, tool_names=["sleep"], call_tool=tools)
+    assert second.result == 30, second
+    assert tools.max_in_flight == 30
+    assert _call_runner_tasks() <= parked  # no new task answered a call
+
+
+async def test_closing_the_runtime_ends_a_run_in_flight() -> None:
+    # The runtime's block ends (in another task) while a run waits on a call:
+    # the call is cancelled, the run ends, and no runner task is left.
+    tools = ToolBox()
+    outcomes: list[RunOutcome] = []
+    close = anyio.Event()
+    hanging = anyio.Event()
+
+    async def call_tool(name: str, args: Any) -> ToolAnswer:
+        if name == "hang":
+            hanging.set()
+        return await tools(name, args)
+
+    async def own_runtime(*, task_status: anyio.abc.TaskStatus[SubprocessRuntime]) -> None:
+        async with SubprocessRuntime(layers=(), spares=1) as backend:
+            task_status.started(backend)
+            await close.wait()
+
+    async def one(backend: SubprocessRuntime) -> None:
+        outcomes.append(
+            await backend.run(
+                "await tools.echo({})\nreturn await tools.hang()",
+                tool_names=["echo", "hang"],
+                call_tool=call_tool,
+            )
+        )
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as group:
+            backend = await group.start(own_runtime)
+            group.start_soon(one, backend)
+            await hanging.wait()
+            close.set()
+    [outcome] = outcomes
+    assert outcome.kind == "crashed", outcome
+    assert outcome.message == "the runtime was closed during the run"
+    assert tools.cancelled == 1
+    assert tools.in_flight == 0
+    assert not _call_runner_tasks()
