@@ -244,6 +244,10 @@ class _Run:
             os._exit(EXIT_HOST_GONE)
         if not data:
             os._exit(EXIT_HOST_GONE)
+        self.received(data)
+
+    def received(self, data: bytes) -> None:
+        """Take ``data`` from the host: the run frame (and program), then answers."""
         payloads = self.decoder.feed(data)
         if self.task is None:
             payloads = self.start_from(payloads)
@@ -332,6 +336,13 @@ class _Run:
         return value
 
     def report(self, value: Any) -> NoReturn:
+        data = self.result_frame(value)
+        self.flush()
+        self.send_bytes(data)
+        self.leave()
+
+    def result_frame(self, value: Any) -> bytes:
+        """The final frame for the program's return ``value`` (a failure is sent and ends here)."""
         self.writer.drain()
         if value is NOTHING:
             self.finish({"type": "done"})
@@ -348,9 +359,7 @@ class _Run:
                 "output_limit",
                 f"the program's result ({len(data)} bytes) exceeds the output limit",
             )
-        self.flush()
-        self.send_bytes(len(data).to_bytes(4, "big") + data)
-        self.leave()
+        return len(data).to_bytes(4, "big") + data
 
 
 def _program_globals(tools: Tools, settings: WorkerSettings) -> dict[str, Any]:
@@ -432,29 +441,34 @@ def _prewarm(
     sock: socket.socket, loop: asyncio.AbstractEventLoop, settings: WorkerSettings
 ) -> None:
     """Walk a run's own code path once (no frames sent, no import guard) so a
-    fork's copy-on-write faults happen while the worker is a spare, not while
-    a program waits."""
+    fork's copy-on-write faults (and the interpreter's first-call work on each
+    function) happen while the worker is a spare, not while a program waits:
+    from the frames a run starts with to the bytes of its final frame."""
     run = _Run(sock, loop, settings)
     run.final = False
     frame = {
+        "type": "run",
         "code": _PREWARM_CODE,
         "tools": ["prewarm"],
         "max_output_bytes": 1 << 20,
         "max_tool_calls": 1,
         "max_message_bytes": 1 << 20,
+        "compiled": True,
     }
+    compiled = marshal.dumps(_compile(_PREWARM_CODE, settings))
     stdout, stderr = sys.stdout, sys.stderr
     try:
-        run.prepare(frame)
-        run.launch(marshal.dumps(_compile(_PREWARM_CODE, settings)))
+        run.received(encode_frame(frame) + len(compiled).to_bytes(4, "big") + compiled)
+        if run.setup_error is not None:
+            raise run.setup_error
         loop.run_forever()  # until the program's task is done
         task = run.task
         value = task.result() if task is not None else None
+        run.flush()
+        orjson.loads(run.result_frame(value)[4:])
     finally:
         sys.stdout, sys.stderr = stdout, stderr
         linecache.cache.pop(PROGRAM_FILENAME, None)
-    check_json(value)
-    orjson.loads(encode_frame({"type": "done", "result": value})[4:])
 
 
 def set_cpu_policy(*, background: bool) -> None:
