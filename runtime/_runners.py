@@ -137,6 +137,7 @@ class CallRunners:
         with anyio.CancelScope() as scope:
             while True:
                 await job(scope)
+                del job  # a parked runner holds on to nothing of its last run
                 if scope.cancel_called or self._closed or len(self._parked) >= self._keep:
                     return
                 parked = _Parked()

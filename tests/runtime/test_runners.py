@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextvars
+import gc
+import weakref
 from typing import Any
 
 import anyio
@@ -147,6 +149,24 @@ async def test_a_finished_runner_parks_and_takes_the_next_job() -> None:
         assert jobs.tasks[0] == jobs.tasks[1]  # the same task ran both
         runners.close()
     assert runners.parked == 0
+
+
+async def test_a_parked_runner_keeps_nothing_of_its_last_job() -> None:
+    class Job:
+        async def __call__(self, scope: anyio.CancelScope) -> None:
+            pass
+
+    job = Job()
+    gone = weakref.ref(job)
+    async with anyio.create_task_group() as group:
+        runners = CallRunners(group, keep=4)
+        runners.submit(job)
+        del job
+        await _settle()
+        assert runners.parked == 1
+        gc.collect()
+        assert gone() is None  # (a job holds its run: logs, results, the worker)
+        runners.close()
 
 
 async def test_runners_beyond_keep_leave() -> None:
