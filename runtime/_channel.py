@@ -98,7 +98,7 @@ class FrameChannel:
         self._since_checkpoint = 0
         return frames.popleft()
 
-    def send_nowait(self, *frames: bytes) -> None:
+    def send_nowait(self, *frames: bytes | memoryview) -> None:
         """Queue whole frames and write what the socket takes now (in one write), without waiting.
 
         Whatever does not fit stays queued for the next :meth:`send` or :meth:`flush`.

@@ -62,8 +62,37 @@ async def drive_run(
     ``runners``, when given, answer the calls (the runtime's own, kept across
     runs); without them the run starts its own at its first call.
     """
+    fields: dict[str, Any] = {
+        "type": "run",
+        "code": code,
+        "tools": sorted(set(tool_names)),
+        "max_output_bytes": limits.max_output_bytes,
+        "max_tool_calls": limits.max_tool_calls,
+        "max_message_bytes": limits.max_message_bytes,
+    }
+    compiled = b""
+    if compile_program is not None:
+        fields["compiled"] = True
+        program = compile_program(code) or b""
+        compiled = HEADER.pack(len(program)) + program
+    data = encode_frame(fields) + compiled
+    # The program goes out in one write (one wake-up of the worker) before
+    # anything else: the rest overlaps the worker's start. What the socket does
+    # not take now is written once the run's limits apply. (If the worker is
+    # already gone, what it wrote before is still read.)
+    sock = worker.sock
+    if sock.gettimeout() != 0.0:
+        sock.setblocking(False)
+    try:
+        sent = sock.send(data)
+    except BlockingIOError:
+        sent = 0
+    except OSError:
+        sent = len(data)
     session = _Session(worker, tool_names, call_tool, limits, runners)
-    return await session.run(code, cancel, compile_program, while_waiting)
+    return await session.run(
+        memoryview(data)[sent:] if sent < len(data) else None, cancel, while_waiting
+    )
 
 
 # A job of a run for a runner: ``None`` to read the channel, or a call to
@@ -145,31 +174,14 @@ class _Session:
 
     async def run(
         self,
-        code: str,
+        unsent: memoryview | None,
         cancel: CancelSignal | None,
-        compile_program: Callable[[str], bytes | None] | None,
         while_waiting: Callable[[], None] | None,
     ) -> RunOutcome:
-        fields: dict[str, Any] = {
-            "type": "run",
-            "code": code,
-            "tools": sorted(self.tool_names),
-            "max_output_bytes": self.limits.max_output_bytes,
-            "max_tool_calls": self.limits.max_tool_calls,
-            "max_message_bytes": self.limits.max_message_bytes,
-        }
-        frames = [b""]
-        if compile_program is not None:
-            fields["compiled"] = True
-            compiled = compile_program(code) or b""
-            frames.append(HEADER.pack(len(compiled)) + compiled)
-        frames[0] = encode_frame(fields)
-        # The program goes out in one write (one wake-up of the worker) before
-        # anything else here: the rest overlaps the worker's start. (No await
-        # until the limits below apply. If the worker is already gone, what it
-        # wrote before is still read.)
-        with contextlib.suppress(ChannelClosed):
-            self.channel.send_nowait(*frames)
+        """Converse with the worker, to which the program went out (but ``unsent``)."""
+        if unsent is not None:
+            with contextlib.suppress(ChannelClosed):
+                self.channel.send_nowait(unsent)
         if while_waiting is not None:
             while_waiting()
         signalled = False
