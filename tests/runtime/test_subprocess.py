@@ -724,3 +724,13 @@ async def test_closing_the_runtime_ends_a_run_in_flight() -> None:
     assert tools.cancelled == 1
     assert tools.in_flight == 0
     assert not _call_runner_tasks()
+
+
+async def test_a_program_bigger_than_the_socket_buffer_arrives_whole(
+    bare: SubprocessRuntime,
+) -> None:
+    # Far over what one write to the worker's socket takes: the rest is
+    # written while the run goes on.
+    comment = "# " + "x" * (4 << 20) + "\n"
+    outcome = await bare.run(comment + "return 42", tool_names=[], call_tool=ToolBox())
+    assert outcome.result == 42, outcome
