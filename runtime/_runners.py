@@ -7,10 +7,11 @@ of starting new ones. A runtime used as an async context manager keeps one
 :class:`CallRunners` in its own task group for all its runs; a run without one
 gets its own, in a task group on the run's stack that closes with the run.
 
-A job runs in the context of the run's caller (a fresh copy for each job, as a
-task started by the caller would) through :class:`InContext`, and under a
-cancel scope of its own that the run cancels when it ends, so a run settles
-its calls just as a task group of its own would.
+Each call runs in a fresh copy of the run's caller's context, as in a task the
+caller started, through :class:`InContext`. A job runs under its runner's
+cancel scope, which the run cancels if it ends with the job still going (that
+runner then leaves): a run settles its calls just as a task group of its own
+would.
 """
 
 from __future__ import annotations
