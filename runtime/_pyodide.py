@@ -20,6 +20,7 @@ is the one that still holds.
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +32,7 @@ from ._base import CallTool, CancelSignal, Limits, RunOutcome, Runtime, checked_
 from ._exceptions import WorkerStartError
 from ._pyodide_assets import PyodideInstall, locate_pyodide
 from ._pyodide_worker import DenoWorker, WorkerProfile
+from ._runners import CallRunners, enter_runners
 from ._session import drive_run
 
 __all__ = ["PyodideRuntime"]
@@ -86,6 +88,10 @@ class PyodideRuntime(Runtime):
         # process takes tens of ms, so runs do not wait for it (see _bury).
         self._dying: list[DenoWorker] = []
         self._closed = False
+        # Tasks answering tool calls, kept parked across runs while the runtime
+        # is entered as a context manager (see ``_runners``).
+        self._runners: CallRunners | None = None
+        self._exit_stack: contextlib.AsyncExitStack | None = None
 
     @property
     def limits(self) -> Limits:
@@ -171,6 +177,18 @@ class PyodideRuntime(Runtime):
             while self._dying:
                 await self._dying.pop().aclose()
 
+    async def __aenter__(self) -> PyodideRuntime:
+        """Keep the tasks that answer tool calls across runs while the block runs."""
+        async with contextlib.AsyncExitStack() as stack:
+            stack.push_async_callback(self.aclose)
+            _, self._runners = await enter_runners(stack)
+            self._exit_stack = stack.pop_all()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        stack, self._exit_stack = self._exit_stack, None
+        await (self.aclose() if stack is None else stack.aclose())
+
     async def _drive(
         self,
         worker: DenoWorker,
@@ -208,6 +226,7 @@ class PyodideRuntime(Runtime):
                 call_tool=call_tool,
                 limits=limits,
                 cancel=cancel,
+                runners=self._runners,
             )
             watchers.cancel_scope.cancel()
         if outcome.kind == "crashed":

@@ -16,14 +16,20 @@ would.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 import anyio
 import anyio.abc
 
-__all__ = ["CallRunners", "InContext", "Job"]
+__all__ = ["RUNNERS_KEPT", "CallRunners", "InContext", "Job", "enter_runners"]
+
+#: Call-answering tasks a runtime keeps parked across runs (a task each, waiting
+#: on an event): enough for a program's usual fan-out; a wider one starts more,
+#: and those beyond this leave once their call is answered.
+RUNNERS_KEPT: Final = 128
 
 T = TypeVar("T")
 
@@ -152,3 +158,18 @@ class CallRunners:
                 if parked.job is None:
                     return
                 job = parked.job
+
+
+async def enter_runners(
+    stack: contextlib.AsyncExitStack,
+) -> tuple[anyio.abc.TaskGroup, CallRunners]:
+    """A task group on ``stack`` for a runtime's own tasks, with its call runners.
+
+    Leaving ``stack`` sends the parked runners away, cancels the group's tasks
+    (runs still waiting on a call end as ``crashed``) and waits for them.
+    """
+    group = await stack.enter_async_context(anyio.create_task_group())
+    stack.callback(group.cancel_scope.cancel)
+    runners = CallRunners(group, keep=RUNNERS_KEPT)
+    stack.callback(runners.close)  # (first: parked runners leave before the group waits)
+    return group, runners

@@ -17,12 +17,10 @@ import sys
 from collections.abc import Collection, Iterable, Sequence
 from typing import Final, Literal
 
-import anyio
-
 from ._base import CallTool, CancelSignal, Limits, RunOutcome, Runtime, checked_run_arguments
 from ._bootstrap import compile_for_worker
 from ._pool import SandboxKey, WorkerPool
-from ._runners import CallRunners
+from ._runners import CallRunners, enter_runners
 from ._session import drive_run
 
 __all__ = ["LAYERS", "Layer", "SubprocessRuntime"]
@@ -39,10 +37,6 @@ _HOST_COMPILE_MAX_CHARS: Final = 16_384
 # Compiled programs kept for programs that come again (retries, the same
 # snippet over many inputs): at most this many, each at most the size above.
 _COMPILED_PROGRAMS_KEPT: Final = 64
-# Call-answering tasks kept parked across runs (a task each, waiting on an
-# event): enough for a program's usual fan-out; a wider one starts more, and
-# those beyond this leave once their call is answered.
-_RUNNERS_KEPT: Final = 128
 
 
 def _default_allowed_modules() -> frozenset[str] | None:
@@ -184,23 +178,12 @@ class SubprocessRuntime(Runtime):
         """
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(self.aclose)
-            group = await stack.enter_async_context(anyio.create_task_group())
-            stack.callback(group.cancel_scope.cancel)
+            group, self._runners = await enter_runners(stack)
             await self.start()
             await group.start(self._pool.maintain, name="ptc-pool-housekeeping")
-            self._runners = CallRunners(group, keep=_RUNNERS_KEPT)
-            stack.callback(self._drop_runners)
             self._exit_stack = stack.pop_all()
         return self
 
-    def _drop_runners(self) -> None:
-        if self._runners is not None:
-            self._runners.close()
-            self._runners = None
-
     async def __aexit__(self, *exc_info: object) -> None:
         stack, self._exit_stack = self._exit_stack, None
-        if stack is None:
-            await self.aclose()
-        else:
-            await stack.aclose()
+        await (self.aclose() if stack is None else stack.aclose())

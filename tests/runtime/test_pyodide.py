@@ -705,3 +705,22 @@ async def test_a_settled_js_promise_resolves_while_a_tool_call_is_unanswered() -
         answered.set()
     assert outcome.ok, outcome.message
     assert outcome.result == 5
+
+
+@pytest.mark.anyio
+@pytest.mark.pyodide
+async def test_call_runners_are_kept_across_runs() -> None:
+    # As with the subprocess runtime: the block keeps the call-answering tasks,
+    # and leaving it sends them away.
+    code = (
+        "import asyncio\n"
+        "return len(await asyncio.gather(*[tools.sleep({'seconds': 0.02}) for _ in range(12)]))"
+    )
+    tools = ToolBox()
+    async with open_runtime(spares=1) as runtime:
+        outcome = await runtime.run(code, tool_names=["sleep"], call_tool=tools)
+        assert outcome.result == 12, outcome
+        runners = runtime._runners
+        assert runners is not None and runners.parked >= 11
+    assert runners.parked == 0
+    assert not runners.bound
