@@ -92,13 +92,13 @@ class _Parked:
 class CallRunners:
     """Runner tasks in ``group``; up to ``keep`` of them stay parked between jobs.
 
-    Without a group (``None``), :meth:`submit` refuses until :meth:`bind` gives
-    one. :meth:`close` sends the parked runners away (and any that park later).
+    :meth:`close` sends the parked runners away (and any that park later);
+    then :meth:`submit` refuses.
     """
 
     __slots__ = ("_closed", "_group", "_keep", "_parked")
 
-    def __init__(self, group: anyio.abc.TaskGroup | None, *, keep: int) -> None:
+    def __init__(self, group: anyio.abc.TaskGroup, *, keep: int) -> None:
         self._group = group
         self._keep = keep
         self._parked: list[_Parked] = []
@@ -106,30 +106,27 @@ class CallRunners:
 
     @property
     def bound(self) -> bool:
-        """Whether jobs can be submitted (there is a task group to run them in)."""
-        return self._group is not None and not self._closed
+        """Whether jobs can be submitted (not closed)."""
+        return not self._closed
 
     @property
     def parked(self) -> int:
         """How many runners wait for a job."""
         return len(self._parked)
 
-    def bind(self, group: anyio.abc.TaskGroup) -> None:
-        self._group = group
-
     def submit(self, job: Job) -> None:
         """Run ``job`` in a parked runner, or in a new one.
 
         Raises:
-            RuntimeError: no task group (see :attr:`bound`), or it no longer runs tasks.
+            RuntimeError: closed (see :attr:`bound`), or the task group no longer runs tasks.
         """
         if self._parked:
             parked = self._parked.pop()
             parked.job = job
             parked.event.set()
             return
-        if self._group is None or self._closed:
-            raise RuntimeError("no task group to run the job in")
+        if self._closed:
+            raise RuntimeError("the call runners are closed")
         self._group.start_soon(self._serve, job, name="ptc-call")
 
     def close(self) -> None:

@@ -62,10 +62,11 @@ async def drive_run(
     ``runners``, when given, answer the calls (the runtime's own, kept across
     runs); without them the run starts its own at its first call.
     """
+    names = frozenset(tool_names)
     fields: dict[str, Any] = {
         "type": "run",
         "code": code,
-        "tools": sorted(set(tool_names)),
+        "tools": sorted(names),
         "max_output_bytes": limits.max_output_bytes,
         "max_tool_calls": limits.max_tool_calls,
         "max_message_bytes": limits.max_message_bytes,
@@ -89,7 +90,7 @@ async def drive_run(
         sent = 0
     except OSError:
         sent = len(data)
-    session = _Session(worker, tool_names, call_tool, limits, runners)
+    session = _Session(worker, names, call_tool, limits, runners)
     return await session.run(
         memoryview(data)[sent:] if sent < len(data) else None, cancel, while_waiting
     )
@@ -142,13 +143,13 @@ class _Session:
     def __init__(
         self,
         worker: Worker,
-        tool_names: Sequence[str],
+        tool_names: frozenset[str],
         call_tool: CallTool,
         limits: Limits,
         runners: CallRunners | None,
     ) -> None:
         self.worker = worker
-        self.tool_names = frozenset(tool_names)
+        self.tool_names = tool_names
         self.call_tool = call_tool
         self.limits = limits
         self.channel = FrameChannel(worker.sock, limits.max_message_bytes)
@@ -157,10 +158,12 @@ class _Session:
         self.calls = 0
         self.busy = 0  # calls being answered
         self.queued = 0  # calls handed over to a task that has yet to start them
-        self.runners = runners
-        # The caller's context (taken by the run's own task at the first call):
-        # each call runs in a copy.
-        self.context: contextvars.Context | None = None
+        # The runtime's runners; closed ones (its block ended before this run)
+        # count as none: the run starts its own.
+        self.runners = runners if runners is not None and runners.bound else None
+        # The context of the run's caller (whose task makes the session): each
+        # call runs in a copy.
+        self.context = contextvars.copy_context()
         # The cancel scopes of this run's jobs that started and are still going.
         self.jobs: set[anyio.CancelScope] = set()
         self.closing = False  # no new job starts, no outcome is decided
@@ -263,18 +266,20 @@ class _Session:
                 await self.jobs_ended()
                 return
             except anyio.get_cancelled_exc_class():
-                self.cancel_jobs()
-                with anyio.CancelScope(shield=True):
-                    await self.jobs_ended()
+                await self.abandon_jobs()
                 raise
-        self.cancel_jobs()
-        with anyio.CancelScope(shield=True):
-            await self.jobs_ended()
+        await self.abandon_jobs()
 
     def cancel_jobs(self) -> None:
         # (Cancelling costs a task repr in anyio: only when needed.)
         for scope in self.jobs:
             scope.cancel()
+
+    async def abandon_jobs(self) -> None:
+        """Cancel the jobs going and wait for them, even if this task is cancelled."""
+        self.cancel_jobs()
+        with anyio.CancelScope(shield=True):
+            await self.jobs_ended()
 
     async def jobs_ended(self) -> None:
         while self.jobs:
@@ -407,16 +412,16 @@ class _Session:
         """Give ``call`` (``None``: the reading) to a runner.
 
         ``False`` when there are no runners yet (the run's first call, when the
-        runtime has none of its own): see :meth:`start_runners`.
+        runtime has none of its own): see :meth:`start_runners`, which only the
+        run's own task may call. Runners that close during the run (the
+        runtime's block ends) end it instead.
         """
         runners = self.runners
-        if runners is None or not runners.bound:
+        if runners is None:
             return False
-        if self.context is None:  # the first hand-over is the run's own task's
-            self.context = contextvars.copy_context()
         try:
             runners.submit(functools.partial(self.run_job, call))
-        except RuntimeError:  # their task group is gone: the runtime closed
+        except RuntimeError:  # closed, or their task group is gone: the runtime closed
             self.decide(self.failure("crashed", "the runtime was closed during the run"))
         return True
 
@@ -447,8 +452,6 @@ class _Session:
         )
 
     async def answer(self, call_id: int, name: str, args: Any) -> None:
-        if self.context is None:
-            self.context = contextvars.copy_context()
         try:
             # In a copy of the caller's context, as in a task the caller started
             # (the task answering may be a runner shared with other runs).

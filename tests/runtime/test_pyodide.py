@@ -724,3 +724,10 @@ async def test_call_runners_are_kept_across_runs() -> None:
         assert runners is not None and runners.parked >= 11
     assert runners.parked == 0
     assert not runners.bound
+    # Later runs still work (cold): with the block's runners closed, a run
+    # starts its own.
+    try:
+        outcome = await runtime.run(code, tool_names=["sleep"], call_tool=tools)
+        assert outcome.result == 12, outcome
+    finally:
+        await runtime.aclose()

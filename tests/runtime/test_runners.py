@@ -208,15 +208,13 @@ async def test_a_runner_cancelled_while_parked_is_no_longer_counted() -> None:
     assert runners.parked == 0
 
 
-async def test_without_a_group_submit_refuses() -> None:
-    runners = CallRunners(None, keep=4)
-    assert not runners.bound
-    with pytest.raises(RuntimeError):
-        runners.submit(_Jobs().quick())
+async def test_closed_runners_refuse_jobs() -> None:
+    jobs = _Jobs()
     async with anyio.create_task_group() as group:
-        runners.bind(group)
+        runners = CallRunners(group, keep=4)
         assert runners.bound
         runners.close()
         assert not runners.bound
         with pytest.raises(RuntimeError):
-            runners.submit(_Jobs().quick())
+            runners.submit(jobs.quick())
+    assert jobs.tasks == []  # nothing ran
