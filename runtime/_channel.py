@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 from collections import deque
 
 import anyio
@@ -17,6 +18,10 @@ _MAX_RECV = 1 << 20
 # Frames already buffered are handed out without touching the event loop; give
 # it (and cancellation) a turn every so many so a flooding worker cannot starve it.
 _FRAMES_PER_CHECKPOINT = 64
+# After a write (an answer, most often), how long (seconds) a read that finds the
+# socket empty polls it, a loop turn apart, before it waits for the event loop
+# to say it is readable: see :meth:`FrameChannel.receive`.
+_REPLY_SPIN = 100e-6
 
 
 class ChannelClosed(Exception):
@@ -40,6 +45,7 @@ class FrameChannel:
         "_flushing",
         "_frames",
         "_outbox",
+        "_sent_at",
         "_since_checkpoint",
         "_sock",
     )
@@ -55,6 +61,7 @@ class FrameChannel:
         self._outbox: list[bytes | memoryview] = []
         self._flushing = False
         self._since_checkpoint = 0
+        self._sent_at = 0.0  # time.perf_counter() of the last write
 
     @property
     def buffered(self) -> bool:
@@ -78,18 +85,23 @@ class FrameChannel:
         while not frames:
             if self._eof:
                 return None
+            size = min(max(self._decoder.wanted(), _MIN_RECV), _MAX_RECV)
             if self._drained:
                 # The last read did not fill its buffer: the socket is most
                 # likely empty, so wait first instead of paying for EAGAIN.
-                await anyio.wait_readable(sock)
-            size = min(max(self._decoder.wanted(), _MIN_RECV), _MAX_RECV)
-            try:
-                data = sock.recv(size)
-            except BlockingIOError:
-                self._drained = True
-                continue
-            except OSError:
-                data = b""
+                data = await self._poll(size)
+                if data is None:
+                    await anyio.wait_readable(sock)
+            else:
+                data = None
+            if data is None:
+                try:
+                    data = sock.recv(size)
+                except BlockingIOError:
+                    self._drained = True
+                    continue
+                except OSError:
+                    data = b""
             if not data:
                 self._eof = True
                 continue
@@ -97,6 +109,27 @@ class FrameChannel:
             frames.extend(self._decoder.feed(data))
         self._since_checkpoint = 0
         return frames.popleft()
+
+    async def _poll(self, size: int) -> bytes | None:
+        """Read, a loop turn apart, for a moment after a write; ``None`` if nothing came.
+
+        The worker answers a write (a tool's answer) within tens of
+        microseconds, often less than it takes an idle CPU to wake up for the
+        event loop's wait: a host that polls that long keeps its CPU awake.
+        Other tasks run between the reads, as they would while this one waited.
+        """
+        end = self._sent_at + _REPLY_SPIN
+        clock = time.perf_counter
+        sock = self._sock
+        while clock() < end:
+            await anyio.lowlevel.checkpoint()
+            try:
+                return sock.recv(size)
+            except BlockingIOError:
+                continue
+            except OSError:
+                return b""
+        return None
 
     def send_nowait(self, *frames: bytes | memoryview) -> None:
         """Queue whole frames and write what the socket takes now (in one write), without waiting.
@@ -129,6 +162,7 @@ class FrameChannel:
                 sent = 0
             except OSError as exc:
                 raise ChannelClosed(str(exc)) from None
+            self._sent_at = time.perf_counter()
             if sent == len(data):
                 return
             outbox.append(memoryview(data)[sent:])
@@ -185,6 +219,7 @@ class FrameChannel:
             except OSError as exc:
                 outbox.clear()
                 raise ChannelClosed(str(exc)) from None
+            self._sent_at = time.perf_counter()
             if sent < len(data):
                 # Keep the rest first in line: frames never interleave.
                 outbox.insert(0, memoryview(data)[sent:])

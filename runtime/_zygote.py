@@ -17,7 +17,6 @@ socket closes, it kills every child's process group, reaps them and exits.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import gc
 import importlib
@@ -35,7 +34,13 @@ from typing import Any, NoReturn
 
 import orjson
 
-from ._bootstrap import EXIT_INTERNAL, WorkerSettings, serve, set_cpu_policy
+from ._bootstrap import (
+    EXIT_INTERNAL,
+    WorkerSettings,
+    new_worker_loop,
+    serve,
+    set_cpu_policy,
+)
 from ._protocol import encode_frame
 
 __all__ = ["ZYGOTE_BOOT", "main"]
@@ -219,10 +224,10 @@ class _Zygote:
             for fd in (0, 1, 2):
                 os.dup2(null, fd)
             os.close(null)
-            loop = asyncio.new_event_loop()
+            loop, replies = new_worker_loop()
             keep = [sock.fileno(), *_loop_fds(loop)]
             layers = self.enter(request, workdir, keep)
-            serve(sock, loop, layers, self.settings)
+            serve(sock, loop, layers, self.settings, replies)
         except BaseException as exc:
             self.report_failure(sock, exc)
         os._exit(EXIT_INTERNAL)
