@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
 import signal
 import socket
 import struct
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -26,7 +28,7 @@ from runtime import (
     WorkerStartError,
     get_runtime,
 )
-from runtime._bootstrap import compile_for_worker, compile_program
+from runtime._bootstrap import WorkerSettings, _prewarm, compile_for_worker, compile_program
 from runtime._pool import Worker
 from runtime._protocol import FrameDecoder, NotJsonError, ProtocolError, check_json
 from runtime._runners import CallRunners
@@ -113,6 +115,26 @@ def test_bare_return_means_no_result_at_the_top_level_only(code: str, expected: 
     with pytest.raises(StopIteration) as stopped:
         coroutine.send(None)
     assert stopped.value.value is expected or stopped.value.value == expected
+
+
+@pytest.mark.parametrize("restricted", [False, True])
+def test_the_prewarm_answers_its_own_calls_and_sends_nothing(restricted: bool) -> None:
+    # A spare walks a run's path, tool calls included, before it says "ready":
+    # nothing of that may reach the host, and the output streams come back.
+    ours, host = socket.socketpair()
+    loop = asyncio.new_event_loop()
+    stdout = sys.stdout
+    loop.call_later(10, loop.stop)  # a prewarm waiting for the host fails, not hangs
+    try:
+        _prewarm(ours, loop, WorkerSettings(allowed_modules=frozenset(), restricted=restricted))
+        assert sys.stdout is stdout
+        host.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            host.recv(1)
+    finally:
+        loop.close()
+        ours.close()
+        host.close()
 
 
 # --------------------------------------------------------------------------- hostile worker
