@@ -293,16 +293,31 @@ class _Session:
         try:
             await work
         finally:
-            self.jobs.discard(scope)
-            if not self.jobs and self.settled is not None:
-                self.settled.set()
+            self.job_ended(scope)
+
+    def job_ended(self, scope: anyio.CancelScope) -> None:
+        self.jobs.discard(scope)
+        if not self.jobs and self.settled is not None:
+            self.settled.set()
 
     async def run_job(self, call: _Call | None, scope: anyio.CancelScope) -> None:
-        """A runner's job: read on (``call`` is ``None``) or answer ``call``."""
+        """A runner's job: read on (``call`` is ``None``) and answer the call
+        read, or answer ``call``. (What :meth:`guarded` does, inline: a job is
+        the hot path of a burst of calls.)"""
         if self.closing or self.outcome is not None:
             return  # too late to start
+        self.jobs.add(scope)
         try:
-            await self.guarded(self.take_turn(call), scope)
+            try:
+                if call is None:
+                    call = await self.read()
+                    if call is _STOP:
+                        return
+                else:
+                    self.queued -= 1  # a call handed over, starting now
+                await self.answer(*call)
+            finally:
+                self.job_ended(scope)
         except BaseException as exc:
             if isinstance(exc, anyio.get_cancelled_exc_class()):
                 if not scope.cancel_called and self.decided is not None:
@@ -314,15 +329,6 @@ class _Session:
             if self.error is None:
                 self.error = exc
             self.decide(self.failure("crashed", f"internal error: {type(exc).__name__}: {exc}"))
-
-    async def take_turn(self, call: _Call | None) -> None:
-        if call is None:
-            call = await self.read()
-            if call is _STOP:
-                return
-        else:
-            self.queued -= 1  # a call handed over, starting now
-        await self.answer(*call)
 
     async def read(self) -> _Call:
         """Read frames until the outcome is decided (then ``_STOP``) or a call.
