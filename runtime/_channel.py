@@ -50,14 +50,15 @@ class FrameChannel:
         "_sock",
     )
 
-    def __init__(self, sock: socket.socket, max_frame_bytes: int) -> None:
+    def __init__(self, sock: socket.socket, max_frame_bytes: int, *, drained: bool = False) -> None:
+        """``drained``: the socket is known to be empty (the first read waits first)."""
         if sock.gettimeout() != 0.0:  # no system calls when it is non-blocking already
             sock.setblocking(False)
         self._sock = sock
         self._decoder = FrameDecoder(max_frame_bytes)
         self._frames: deque[bytes] = deque()
         self._eof = False
-        self._drained = False
+        self._drained = drained
         self._outbox: list[bytes | memoryview] = []
         self._flushing = False
         self._since_checkpoint = 0

@@ -25,12 +25,14 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.abc
 import orjson
 
 from ._exceptions import WorkerStartError
+from ._protocol import HEADER, ProtocolError, parse_worker_frame
 from ._zygote import ZYGOTE_BOOT
 
 __all__ = ["SandboxKey", "Worker", "WorkerPool"]
@@ -39,6 +41,8 @@ _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _START_TIMEOUT = 60.0
 _STOP_TIMEOUT = 5.0
 _REPLY_BYTES = 4096
+# A worker's greeting is a few hundred bytes ("ready" and its layers).
+_GREETING_BYTES = 1 << 16
 _MAGIC = importlib.util.MAGIC_NUMBER.hex()
 
 
@@ -55,6 +59,35 @@ class SandboxKey:
     strict: bool
 
 
+def take_greeting(sock: socket.socket) -> dict[str, Any] | None:
+    """A new worker's first frame, taken off its channel if it is whole and well formed.
+
+    The zygote hands a worker over once that frame is in the channel, so a run
+    need not read and check it on its way. ``None`` leaves the channel as it
+    was: the run then reads the frame itself (and tells what is wrong with it).
+    """
+    try:
+        head = sock.recv(_GREETING_BYTES, socket.MSG_PEEK)
+    except OSError:
+        return None
+    if len(head) < HEADER.size:
+        return None
+    end = HEADER.size + HEADER.unpack_from(head)[0]
+    if len(head) < end:
+        return None
+    try:
+        frame: dict[str, Any] = parse_worker_frame(head[HEADER.size : end])  # type: ignore[assignment]
+    except ProtocolError:
+        return None
+    if frame["type"] not in ("ready", "error"):
+        return None
+    try:
+        taken = len(sock.recv(end))  # all of it: it is in the buffer
+    except OSError:
+        taken = 0
+    return frame if taken == end else {"type": "torn"}
+
+
 class Worker:
     """One forked worker: its pid (= process group), run channel and status pipe.
 
@@ -68,6 +101,7 @@ class Worker:
         "_status_data",
         "_status_done",
         "finished",
+        "greeting",
         "pid",
         "sock",
         "status_fd",
@@ -78,6 +112,8 @@ class Worker:
         self.sock = sock
         self.status_fd = status_fd
         self.finished = False
+        # Its first frame ("ready", or a set-up failure), read ahead of its run.
+        self.greeting: dict[str, Any] | None = None
         self._exited = False
         self._closed = False
         self._status_data = bytearray()
@@ -243,7 +279,9 @@ class _Zygote:
                 # than when a run takes it.
                 sock.setblocking(False)
                 os.set_blocking(fds[1], False)
-                replies.append((reply["id"], Worker(reply["pid"], sock, fds[1])))
+                worker = Worker(reply["pid"], sock, fds[1])
+                worker.greeting = take_greeting(sock)
+                replies.append((reply["id"], worker))
             else:
                 for fd in fds:
                     os.close(fd)

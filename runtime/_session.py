@@ -17,7 +17,7 @@ import os
 import signal
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from types import CoroutineType
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import anyio
 import anyio.abc
@@ -152,7 +152,10 @@ class _Session:
         self.tool_names = tool_names
         self.call_tool = call_tool
         self.limits = limits
-        self.channel = FrameChannel(worker.sock, limits.max_message_bytes)
+        # A worker whose greeting was read ahead has sent nothing else yet.
+        self.channel = FrameChannel(
+            worker.sock, limits.max_message_bytes, drained=worker.greeting is not None
+        )
         self.logs: list[str] = []
         self.output = 0
         self.calls = 0
@@ -228,11 +231,13 @@ class _Session:
             # reads it after "ready").
             with contextlib.suppress(ChannelClosed):
                 await channel.flush()
-            payload = await channel.receive()
-            if payload is None:
-                self.decide(await self.lost())
-                return
-            frame: dict[str, Any] = parse_worker_frame(payload)  # type: ignore[assignment]
+            frame = self.worker.greeting
+            if frame is None:  # not read ahead: read (and check) it now
+                payload = await channel.receive()
+                if payload is None:
+                    self.decide(await self.lost())
+                    return
+                frame = cast("dict[str, Any]", parse_worker_frame(payload))
             if frame["type"] == "error" and frame["kind"] == "sandbox":
                 self.decide(self.failure("sandbox", frame["message"]))
                 return

@@ -29,7 +29,7 @@ from runtime import (
     get_runtime,
 )
 from runtime._bootstrap import WorkerSettings, _prewarm, compile_for_worker, compile_program
-from runtime._pool import Worker
+from runtime._pool import Worker, take_greeting
 from runtime._protocol import FrameDecoder, NotJsonError, ProtocolError, check_json
 from runtime._runners import CallRunners
 from runtime._session import drive_run
@@ -135,6 +135,65 @@ def test_the_prewarm_answers_its_own_calls_and_sends_nothing(restricted: bool) -
         loop.close()
         ours.close()
         host.close()
+
+
+# --------------------------------------------------------------------------- greetings
+
+
+def _frame(frame: dict[str, Any]) -> bytes:
+    payload = orjson.dumps(frame)
+    return struct.pack(">I", len(payload)) + payload
+
+
+def _greeting_pair(data: bytes) -> tuple[socket.socket, socket.socket]:
+    host, worker = socket.socketpair()
+    host.setblocking(False)
+    if data:
+        worker.sendall(data)
+    return host, worker
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [READY, {"type": "error", "kind": "sandbox", "message": "no user namespaces"}],
+)
+def test_a_whole_greeting_is_taken_and_nothing_after_it(frame: dict[str, Any]) -> None:
+    after = _frame({"type": "done", "result": 1})
+    host, worker = _greeting_pair(_frame(frame) + after)
+    with host, worker:
+        assert take_greeting(host) == frame
+        assert host.recv(1 << 16) == after
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",  # nothing yet
+        b"\x00\x00",  # part of a header
+        _frame(READY)[:-3],  # part of a frame
+        struct.pack(">I", 5) + b"nope!",  # not JSON
+        _frame({"type": "ready"}),  # malformed
+        _frame({"type": "log", "text": "hello"}),  # not a greeting
+    ],
+)
+def test_anything_else_is_left_for_the_run_to_read(data: bytes) -> None:
+    host, worker = _greeting_pair(data)
+    with host, worker:
+        assert take_greeting(host) is None
+        if data:
+            assert host.recv(1 << 16) == data
+
+
+async def test_spares_come_greeted(bare: SubprocessRuntime) -> None:
+    # The zygote hands a worker over once its "ready" is in the channel; the
+    # pool reads it then, so a run does not.
+    for _ in range(3):  # the spares ready now, then new ones
+        worker = await bare._pool.acquire(bare._default_key)
+        try:
+            assert worker.greeting is not None
+            assert worker.greeting["type"] == "ready"
+        finally:
+            bare._pool.release(worker)
 
 
 # --------------------------------------------------------------------------- hostile worker
