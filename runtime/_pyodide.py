@@ -29,10 +29,11 @@ from typing import Final
 import anyio
 
 from ._base import CallTool, CancelSignal, Limits, RunOutcome, Runtime, checked_run_arguments
+from ._deadlines import Deadlines
 from ._exceptions import WorkerStartError
 from ._pyodide_assets import PyodideInstall, locate_pyodide
 from ._pyodide_worker import DenoWorker, WorkerProfile
-from ._runners import CallRunners, enter_runners
+from ._runners import CallRunners, enter_services
 from ._session import drive_run
 
 __all__ = ["PyodideRuntime"]
@@ -91,6 +92,8 @@ class PyodideRuntime(Runtime):
         # Tasks answering tool calls, kept parked across runs while the runtime
         # is entered as a context manager (see ``_runners``).
         self._runners: CallRunners | None = None
+        # The keeper of the runs' deadlines, while entered (see ``_deadlines``).
+        self._deadlines: Deadlines | None = None
         self._exit_stack: contextlib.AsyncExitStack | None = None
 
     @property
@@ -181,7 +184,7 @@ class PyodideRuntime(Runtime):
         """Keep the tasks that answer tool calls across runs while the block runs."""
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(self.aclose)
-            _, self._runners = await enter_runners(stack)
+            _, self._runners, self._deadlines = await enter_services(stack)
             self._exit_stack = stack.pop_all()
         return self
 
@@ -227,6 +230,7 @@ class PyodideRuntime(Runtime):
                 limits=limits,
                 cancel=cancel,
                 runners=self._runners,
+                deadlines=self._deadlines,
             )
             watchers.cancel_scope.cancel()
         if outcome.kind == "crashed":

@@ -24,7 +24,9 @@ from typing import Any, Final, Generic, TypeVar
 import anyio
 import anyio.abc
 
-__all__ = ["RUNNERS_KEPT", "CallRunners", "InContext", "Job", "enter_runners"]
+from ._deadlines import Deadlines
+
+__all__ = ["RUNNERS_KEPT", "CallRunners", "InContext", "Job", "enter_services"]
 
 #: Call-answering tasks a runtime keeps parked across runs (a task each, waiting
 #: on an event): enough for a program's usual fan-out; a wider one starts more,
@@ -157,16 +159,20 @@ class CallRunners:
                 job = parked.job
 
 
-async def enter_runners(
+async def enter_services(
     stack: contextlib.AsyncExitStack,
-) -> tuple[anyio.abc.TaskGroup, CallRunners]:
-    """A task group on ``stack`` for a runtime's own tasks, with its call runners.
+) -> tuple[anyio.abc.TaskGroup, CallRunners, Deadlines]:
+    """A task group on ``stack`` for a runtime's own tasks, with its call runners
+    and the keeper of its runs' deadlines (see ``_deadlines``).
 
     Leaving ``stack`` sends the parked runners away, cancels the group's tasks
-    (runs still waiting on a call end as ``crashed``) and waits for them.
+    (runs still waiting on a call, or still watched by the keeper, end as
+    ``crashed``) and waits for them.
     """
     group = await stack.enter_async_context(anyio.create_task_group())
     stack.callback(group.cancel_scope.cancel)
     runners = CallRunners(group, keep=RUNNERS_KEPT)
     stack.callback(runners.close)  # (first: parked runners leave before the group waits)
-    return group, runners
+    deadlines = Deadlines()
+    await group.start(deadlines.keep, name="ptc-deadlines")
+    return group, runners, deadlines

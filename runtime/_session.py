@@ -15,6 +15,7 @@ import functools
 import math
 import os
 import signal
+import socket
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from types import CoroutineType
 from typing import Any, Final, cast
@@ -27,6 +28,7 @@ import orjson
 from ._base import CallTool, CancelSignal, FailureKind, Limits, RunOutcome, ToolAnswer
 from ._bootstrap import EXIT_HOST_GONE, EXIT_INTERNAL, EXIT_MEMORY
 from ._channel import ChannelClosed, FrameChannel
+from ._deadlines import Deadlines
 from ._pool import Worker
 from ._protocol import HEADER, ProtocolError, encode_frame, parse_worker_frame
 from ._runners import CallRunners, InContext
@@ -52,6 +54,7 @@ async def drive_run(
     compile_program: Callable[[str], bytes | None] | None = None,
     while_waiting: Callable[[], None] | None = None,
     runners: CallRunners | None = None,
+    deadlines: Deadlines | None = None,
 ) -> RunOutcome:
     """Run ``code`` on ``worker`` and return its outcome; the caller kills the worker.
 
@@ -61,6 +64,8 @@ async def drive_run(
     program is on its way: housekeeping that then overlaps the worker's start.
     ``runners``, when given, answer the calls (the runtime's own, kept across
     runs); without them the run starts its own at its first call.
+    ``deadlines``, when given and running, keep the run's wall-clock deadline
+    (the runtime's own); without them the run keeps it in a cancel scope.
     """
     names = frozenset(tool_names)
     fields: dict[str, Any] = {
@@ -90,7 +95,7 @@ async def drive_run(
         sent = 0
     except OSError:
         sent = len(data)
-    session = _Session(worker, names, call_tool, limits, runners)
+    session = _Session(worker, names, call_tool, limits, runners, deadlines)
     return await session.run(
         memoryview(data)[sent:] if sent < len(data) else None, cancel, while_waiting
     )
@@ -125,7 +130,9 @@ class _Session:
         "channel",
         "closing",
         "context",
+        "deadlines",
         "decided",
+        "ended",
         "error",
         "exit_stack",
         "jobs",
@@ -147,8 +154,10 @@ class _Session:
         call_tool: CallTool,
         limits: Limits,
         runners: CallRunners | None,
+        deadlines: Deadlines | None = None,
     ) -> None:
         self.worker = worker
+        self.deadlines = deadlines
         self.tool_names = tool_names
         self.call_tool = call_tool
         self.limits = limits
@@ -174,6 +183,9 @@ class _Session:
         self.decided: anyio.Event | None = None  # set with the outcome
         self.error: BaseException | None = None  # what escaped a job: raised from run()
         self.outcome: RunOutcome | None = None
+        # How the run was ended from outside (deadline, cancel signal, closing
+        # runtime): its outcome unless the worker's was decided first.
+        self.ended: RunOutcome | None = None
 
     def failure(self, kind: FailureKind, message: str) -> RunOutcome:
         return RunOutcome(kind=kind, message=message, logs=self.logs, tool_calls=self.calls)
@@ -190,39 +202,90 @@ class _Session:
                 self.channel.send_nowait(unsent)
         if while_waiting is not None:
             while_waiting()
-        signalled = False
-        with anyio.CancelScope(deadline=anyio.current_time() + self.limits.timeout) as scope:
-
-            def on_cancel() -> None:
-                nonlocal signalled
-                signalled = True
-                scope.cancel()
-
-            dispose = cancel.add_listener(on_cancel) if cancel is not None else None
+        deadline = anyio.current_time() + self.limits.timeout
+        deadlines = self.deadlines
+        watch = deadlines.watch(deadline, self.expire) if deadlines is not None else None
+        if watch is None:
+            await self.run_in_scope(deadline, cancel)
+        else:
+            # The runtime's keeper ends the run at its deadline (see ``end``):
+            # no cancel scope to enter and leave here.
+            dispose = cancel.add_listener(self.cancelled) if cancel is not None else None
             try:
-                # A run's own runners (without the runtime's) are started in a
-                # task group entered on this stack at the first tool call: a
-                # run without calls does not pay for one.
-                async with contextlib.AsyncExitStack() as self.exit_stack:
-                    try:
-                        await self.converse()
-                    finally:
-                        await self.settle()
+                await self.converse_and_settle()
             finally:
+                deadlines.done(watch)  # type: ignore[union-attr]
                 if dispose is not None:
                     dispose()
         if self.error is not None:
             raise self.error
         if self.outcome is not None:
             return self.outcome
-        if signalled:
-            return self.failure("cancelled", "the run was cancelled")
-        if scope.cancel_called:
-            return self.failure(
-                "timeout", f"the run exceeded its wall-clock limit of {self.limits.timeout:g} s"
-            )
+        if self.ended is not None:
+            return self.ended
         # A runner was cancelled under this run: the runtime is closing.
         return self.failure("crashed", "the runtime was closed during the run")
+
+    async def run_in_scope(self, deadline: float, cancel: CancelSignal | None) -> None:
+        with anyio.CancelScope(deadline=deadline) as scope:
+
+            def on_cancel() -> None:
+                if self.ended is None:
+                    self.ended = self.cancelled_failure()
+                scope.cancel()
+
+            dispose = cancel.add_listener(on_cancel) if cancel is not None else None
+            try:
+                await self.converse_and_settle()
+            finally:
+                if dispose is not None:
+                    dispose()
+        if scope.cancel_called and self.ended is None:
+            self.ended = self.timeout_failure()
+
+    async def converse_and_settle(self) -> None:
+        # A run's own runners (without the runtime's) are started in a task
+        # group entered on this stack at the first tool call: a run without
+        # calls does not pay for one.
+        async with contextlib.AsyncExitStack() as self.exit_stack:
+            try:
+                await self.converse()
+            finally:
+                await self.settle()
+
+    def timeout_failure(self) -> RunOutcome:
+        return self.failure(
+            "timeout", f"the run exceeded its wall-clock limit of {self.limits.timeout:g} s"
+        )
+
+    def cancelled_failure(self) -> RunOutcome:
+        return self.failure("cancelled", "the run was cancelled")
+
+    def expire(self, closing: bool) -> None:
+        """The run's deadline came (``closing``: the runtime's keeper stops first)."""
+        if closing:
+            self.end(self.failure("crashed", "the runtime was closed during the run"))
+        else:
+            self.end(self.timeout_failure())
+
+    def cancelled(self) -> None:
+        self.end(self.cancelled_failure())
+
+    def end(self, outcome: RunOutcome) -> None:
+        """End the run from outside its tasks, as a cancel scope around it would.
+
+        The outcome is decided (unless the worker's was), every job is
+        cancelled, and the host's end of the channel is shut: a task of the run
+        waiting to read or write it wakes up to an end of file or a broken pipe.
+        """
+        if self.ended is None:
+            self.ended = outcome
+        self.decide(outcome)
+        self.cancel_jobs()
+        if self.decided is not None:
+            self.decided.set()
+        with contextlib.suppress(OSError):
+            self.worker.sock.shutdown(socket.SHUT_RDWR)
 
     async def converse(self) -> None:
         channel = self.channel
@@ -235,7 +298,8 @@ class _Session:
             if frame is None:  # not read ahead: read (and check) it now
                 payload = await channel.receive()
                 if payload is None:
-                    self.decide(await self.lost())
+                    if self.outcome is None:  # (not ended from outside)
+                        self.decide(await self.lost())
                     return
                 frame = cast("dict[str, Any]", parse_worker_frame(payload))
             if frame["type"] == "error" and frame["kind"] == "sandbox":
@@ -345,8 +409,12 @@ class _Session:
         names = self.tool_names
         try:
             while True:
+                if self.ended is not None:
+                    return _STOP  # (frames still buffered are of no use now)
                 payload = await channel.receive()
                 if payload is None:
+                    if self.outcome is not None:  # ended from outside
+                        return _STOP
                     outcome = await self.lost()
                     break
                 frame: dict[str, Any] = parse_worker_frame(payload)  # type: ignore[assignment]

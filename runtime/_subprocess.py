@@ -19,8 +19,9 @@ from typing import Final, Literal
 
 from ._base import CallTool, CancelSignal, Limits, RunOutcome, Runtime, checked_run_arguments
 from ._bootstrap import compile_for_worker
+from ._deadlines import Deadlines
 from ._pool import SandboxKey, WorkerPool
-from ._runners import CallRunners, enter_runners
+from ._runners import CallRunners, enter_services
 from ._session import drive_run
 
 __all__ = ["LAYERS", "Layer", "SubprocessRuntime"]
@@ -110,6 +111,8 @@ class SubprocessRuntime(Runtime):
         # Tasks answering tool calls, kept parked across runs while the runtime
         # is entered as a context manager (see ``_runners``).
         self._runners: CallRunners | None = None
+        # The keeper of the runs' deadlines, while entered (see ``_deadlines``).
+        self._deadlines: Deadlines | None = None
 
     @property
     def limits(self) -> Limits:
@@ -162,6 +165,7 @@ class SubprocessRuntime(Runtime):
                 compile_program=compile_program,
                 while_waiting=None if self._pool.maintained else self._pool.tidy,
                 runners=self._runners,
+                deadlines=self._deadlines,
             )
         finally:
             self._pool.release(worker)
@@ -178,7 +182,7 @@ class SubprocessRuntime(Runtime):
         """
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(self.aclose)
-            group, self._runners = await enter_runners(stack)
+            group, self._runners, self._deadlines = await enter_services(stack)
             await self.start()
             await group.start(self._pool.maintain, name="ptc-pool-housekeeping")
             self._exit_stack = stack.pop_all()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import shutil
@@ -29,11 +30,12 @@ from runtime import (
     get_runtime,
 )
 from runtime._bootstrap import WorkerSettings, _prewarm, compile_for_worker, compile_program
+from runtime._deadlines import Deadlines
 from runtime._pool import Worker, take_greeting
 from runtime._protocol import FrameDecoder, NotJsonError, ProtocolError, check_json
 from runtime._runners import CallRunners
 from runtime._session import drive_run
-from runtime.testing import ToolBox
+from runtime.testing import ManualCancel, ToolBox
 
 pytestmark = pytest.mark.anyio
 
@@ -241,9 +243,27 @@ async def drive(fake: FakeWorker, limits: Limits | None = None, **kw: Any) -> Ru
         tool_names=kw.pop("tool_names", ["echo"]),
         call_tool=kw.pop("call_tool", ToolBox()),
         limits=limits or Limits(timeout=5),
-        cancel=None,
+        cancel=kw.pop("cancel", None),
         runners=kw.pop("runners", None),
+        deadlines=kw.pop("deadlines", None),
     )
+
+
+@contextlib.asynccontextmanager
+async def deadlines_kept(how: str) -> AsyncIterator[Deadlines | None]:
+    """``"scope"``: none (the run keeps its deadline in a cancel scope);
+    ``"keeper"``: a runtime's keeper, running."""
+    if how == "scope":
+        yield None
+        return
+    async with anyio.create_task_group() as group:
+        deadlines = Deadlines()
+        await group.start(deadlines.keep)
+        yield deadlines
+        group.cancel_scope.cancel()
+
+
+KEEPING = pytest.mark.parametrize("how", ["scope", "keeper"])
 
 
 @pytest.mark.parametrize(
@@ -299,9 +319,10 @@ async def test_host_enforces_tool_call_limit(fake: FakeWorker) -> None:
     assert outcome.tool_calls == 2
 
 
+@KEEPING
 @pytest.mark.parametrize("shared", [False, True], ids=["own-runners", "shared-runners"])
 async def test_a_worker_that_stops_reading_cannot_hold_the_run_past_its_deadline(
-    fake: FakeWorker, shared: bool
+    fake: FakeWorker, shared: bool, how: str
 ) -> None:
     # The worker asks for a big answer, says it is done and never reads: the
     # answer's write blocks, with no call being answered any more. The outcome
@@ -320,7 +341,10 @@ async def test_a_worker_that_stops_reading_cannot_hold_the_run_past_its_deadline
         async with anyio.create_task_group() as group:
             # Shared: a runtime's runners, outside the run's deadline scope.
             runners = CallRunners(group, keep=8) if shared else None
-            outcome = await drive(fake, limits, call_tool=call_tool, runners=runners)
+            async with deadlines_kept(how) as deadlines:
+                outcome = await drive(
+                    fake, limits, call_tool=call_tool, runners=runners, deadlines=deadlines
+                )
             if runners is not None:
                 runners.close()
     assert outcome.result == 1, outcome
@@ -328,15 +352,76 @@ async def test_a_worker_that_stops_reading_cannot_hold_the_run_past_its_deadline
     assert time.perf_counter() - started < 5
 
 
-async def test_host_enforces_wall_clock(fake: FakeWorker) -> None:
+@KEEPING
+async def test_host_enforces_wall_clock(fake: FakeWorker, how: str) -> None:
     fake.send(READY)
     started = time.perf_counter()
-    outcome = await drive(fake, Limits(timeout=0.2))
+    async with deadlines_kept(how) as deadlines:
+        outcome = await drive(fake, Limits(timeout=0.2), deadlines=deadlines)
     assert outcome.kind == "timeout"
+    assert outcome.message == "the run exceeded its wall-clock limit of 0.2 s"
     assert time.perf_counter() - started < 2
 
 
-async def test_flooding_worker_still_times_out(fake: FakeWorker) -> None:
+@KEEPING
+async def test_the_wall_clock_covers_a_hanging_tool(fake: FakeWorker, how: str) -> None:
+    tools = ToolBox()
+    fake.send(READY, {"type": "call", "id": 1, "name": "hang", "args": {}})
+    async with deadlines_kept(how) as deadlines:
+        outcome = await drive(
+            fake, Limits(timeout=0.2), call_tool=tools, tool_names=["hang"], deadlines=deadlines
+        )
+    assert outcome.kind == "timeout"
+    assert tools.cancelled == 1 and tools.in_flight == 0  # settled before the run returned
+
+
+@KEEPING
+async def test_a_cancel_signal_ends_the_run(fake: FakeWorker, how: str) -> None:
+    tools = ToolBox()
+    signal_ = ManualCancel()
+
+    async def hang(name: str, args: Any) -> ToolAnswer:
+        signal_.fire()
+        return await tools(name, args)
+
+    fake.send(READY, {"type": "call", "id": 1, "name": "hang", "args": {}})
+    async with deadlines_kept(how) as deadlines:
+        outcome = await drive(
+            fake,
+            Limits(timeout=30),
+            call_tool=hang,
+            tool_names=["hang"],
+            cancel=signal_,
+            deadlines=deadlines,
+        )
+    assert outcome.kind == "cancelled"
+    assert tools.cancelled == 1
+    assert signal_.listener_count == 0
+
+
+async def test_a_keeper_that_stops_ends_the_runs_it_watches(fake: FakeWorker) -> None:
+    # The runtime's block ends while a run waits on its worker: the run ends
+    # (as it would with its runners gone), it is not left without a deadline.
+    fake.send(READY)
+    async with anyio.create_task_group() as group:
+        deadlines = Deadlines()
+        await group.start(deadlines.keep)
+
+        async def close_soon() -> None:
+            await anyio.sleep(0.05)
+            group.cancel_scope.cancel()
+
+        group.start_soon(close_soon)
+        with anyio.CancelScope(shield=True):  # (the run is not the group's)
+            outcome = await drive(fake, Limits(timeout=30), deadlines=deadlines)
+    assert outcome.kind == "crashed"
+    assert outcome.message == "the runtime was closed during the run"
+    assert not deadlines.running
+    assert deadlines.watch(0.0, lambda closing: None) is None  # later runs keep their own
+
+
+@KEEPING
+async def test_flooding_worker_still_times_out(fake: FakeWorker, how: str) -> None:
     fake.send(READY)
 
     def flood() -> None:
@@ -350,7 +435,10 @@ async def test_flooding_worker_still_times_out(fake: FakeWorker) -> None:
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(anyio.to_thread.run_sync, flood)
-        outcome = await drive(fake, Limits(timeout=0.5, max_output_bytes=2**40))
+        async with deadlines_kept(how) as deadlines:
+            outcome = await drive(
+                fake, Limits(timeout=0.5, max_output_bytes=2**40), deadlines=deadlines
+            )
         fake.peer.shutdown(socket.SHUT_RDWR)
     assert outcome.kind == "timeout"
 
