@@ -62,9 +62,10 @@ class SandboxKey:
 def take_greeting(sock: socket.socket) -> dict[str, Any] | None:
     """A new worker's first frame, taken off its channel if it is whole and well formed.
 
-    The zygote hands a worker over once that frame is in the channel, so a run
-    need not read and check it on its way. ``None`` leaves the channel as it
-    was: the run then reads the frame itself (and tells what is wrong with it).
+    Taken from a spare between runs (see :meth:`WorkerPool.greet`), so that a
+    run need not read and check it on its way. ``None`` leaves the channel as
+    it was (the frame has not come yet, or is not a greeting): the run then
+    reads the frame itself (and tells what is wrong with it).
     """
     try:
         head = sock.recv(_GREETING_BYTES, socket.MSG_PEEK)
@@ -279,9 +280,7 @@ class _Zygote:
                 # than when a run takes it.
                 sock.setblocking(False)
                 os.set_blocking(fds[1], False)
-                worker = Worker(reply["pid"], sock, fds[1])
-                worker.greeting = take_greeting(sock)
-                replies.append((reply["id"], worker))
+                replies.append((reply["id"], Worker(reply["pid"], sock, fds[1])))
             else:
                 for fd in fds:
                     os.close(fd)
@@ -455,13 +454,27 @@ class WorkerPool:
                     message, self._spare_error = self._spare_error, None
                     raise WorkerStartError(message)
 
+    def greet(self) -> None:
+        """Take the greeting ("ready") of each spare that has sent it since last time.
+
+        Between runs (the housekeeping after each one, or :meth:`tidy`): a spare
+        that sent it while the last run went on is then handed to the next
+        run greeted, and that run does not read it. A spare still setting up
+        keeps it in its channel; its run reads it as it comes.
+        """
+        for spare in self._spares:
+            if spare.greeting is None:
+                spare.greeting = take_greeting(spare.sock)
+
     def tidy(self) -> None:
-        """Take in the replies (new spares) waiting on the control socket, if any.
+        """Take in the replies (new spares) waiting on the control socket, if any,
+        and the spares' greetings (see :meth:`greet`).
 
         For a moment when the host would otherwise wait (a run calls it while its
         worker starts): the next :meth:`acquire` then finds them collected. A
         task waiting for a reply collects for itself; this leaves them to it.
         """
+        self.greet()
         zygote = self._zygote
         if zygote is not None and zygote.alive and not self._read_lock.locked() and zygote.news():
             with contextlib.suppress(_ZygoteDied):  # noticed (and replaced) on the next acquire
@@ -519,6 +532,7 @@ class WorkerPool:
         while True:
             while self._retired:
                 self._retire(self._retired.pop())
+            self.greet()
             self._released = anyio.Event()
             await self._released.wait()
 

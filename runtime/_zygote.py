@@ -4,12 +4,11 @@ Runs in its own isolated interpreter (``python -I -S``, empty environment),
 started by ``_pool``. It imports the bootstrap, the sandbox layers and the
 allowed modules once, then serves fork requests from the host over a
 ``SOCK_SEQPACKET`` control socket. For each request it creates the run
-channel (a socketpair), a status pipe and a private work directory, and
-forks. The child puts itself in its own process group, enters the sandbox,
-says "ready" and waits for its program (that is what makes a spare "already
-sandboxed"). Once that greeting is in the channel, the zygote hands the host
-its end of the channel and the read end of the status pipe with
-``SCM_RIGHTS``: the host reads the greeting then, not when a run starts. The zygote reaps every child and writes its raw wait status into
+channel (a socketpair), a status pipe and a private work directory, forks,
+and hands the host its end of the channel and the read end of the status pipe
+with ``SCM_RIGHTS``. The child puts itself in its own process group, enters
+the sandbox and waits for its program (that is what makes a spare "already
+sandboxed"). The zygote reaps every child and writes its raw wait status into
 the status pipe, then removes the work directory.
 
 It stays single-threaded: forking is only safe that way. When the control
@@ -56,8 +55,6 @@ ZYGOTE_BOOT = (
 
 _PR_SET_PDEATHSIG = 1
 _REQUEST_BYTES = 1 << 16
-# A worker's greeting is a few hundred bytes ("ready" and its layers).
-_GREETING_BYTES = 1 << 16
 
 
 class _LayerConfig:
@@ -110,12 +107,8 @@ class _Zygote:
         self.settings = settings
         self.sandbox = sandbox
         self.children: dict[int, tuple[int, str]] = {}
-        # New workers whose greeting has yet to arrive: host end of the channel
-        # fd -> (request id, pid, host end, status pipe read end).
-        self.greeting: dict[int, tuple[int, int, socket.socket, int]] = {}
         self.pid = os.getpid()
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self.poller = select.poll()
         self.libc: Any = None
         try:
             import ctypes
@@ -137,22 +130,13 @@ class _Zygote:
                 }
             )
         )
-        ctl = self.ctl.fileno()
-        self.poller.register(ctl, select.POLLIN)
-        self.poller.register(self.wake_r, select.POLLIN)
         while True:
-            try:
-                events = self.poller.poll()
-            except InterruptedError:
-                continue
-            for fd, event in events:
-                if fd == self.wake_r:
-                    with contextlib.suppress(BlockingIOError):
-                        os.read(self.wake_r, 4096)
-                elif fd in self.greeting:
-                    self.greeted(fd, event)
+            readable, _, _ = select.select([self.ctl.fileno(), self.wake_r], [], [])
+            if self.wake_r in readable:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self.wake_r, 4096)
             self.reap()
-            if any(fd == ctl for fd, _ in events):
+            if self.ctl.fileno() in readable:
                 try:
                     request = self.ctl.recv(_REQUEST_BYTES)
                 except OSError:
@@ -181,9 +165,6 @@ class _Zygote:
             shutil.rmtree(workdir, ignore_errors=True)
 
     def shutdown(self) -> NoReturn:
-        for _request_id, _pid, host_end, status_r in self.greeting.values():
-            host_end.close()
-            os.close(status_r)
         for pid in self.children:
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
@@ -218,36 +199,11 @@ class _Zygote:
         child_end.close()
         status_r, status_w = os.pipe()
         self.children[pid] = (status_w, workdir)
-        # The host gets the worker once its greeting ("ready", or why it could
-        # not set up) is in the channel: a spare it holds is a ready one.
-        host_end.setblocking(False)
-        self.greeting[host_end.fileno()] = (request_id, pid, host_end, status_r)
-        self.poller.register(host_end, select.POLLIN)
-
-    def greeted(self, fd: int, event: int) -> None:
-        """Hand the worker to the host if its first frame is whole in the channel.
-
-        Only looked at (``MSG_PEEK``), never taken: the host reads it. A worker
-        that hung up, or whose frame is longer than a greeting can be, goes to
-        the host as it is (the host finds out what is wrong).
-        """
-        request_id, pid, host_end, status_r = self.greeting[fd]
-        try:
-            head = host_end.recv(_GREETING_BYTES, socket.MSG_PEEK)
-        except BlockingIOError:
-            return
-        except OSError:
-            head = b""
-        whole = len(head) >= 4 and len(head) >= 4 + int.from_bytes(head[:4], "big")
-        if not (whole or not head or len(head) == _GREETING_BYTES or event & ~select.POLLIN):
-            return  # the rest of the frame is on its way
-        del self.greeting[fd]
-        self.poller.unregister(fd)
         try:
             socket.send_fds(
                 self.ctl,
                 [orjson.dumps({"id": request_id, "pid": pid})],
-                [fd, status_r],
+                [host_end.fileno(), status_r],
             )
         except OSError:
             self.shutdown()  # the host went away

@@ -186,16 +186,21 @@ def test_anything_else_is_left_for_the_run_to_read(data: bytes) -> None:
             assert host.recv(1 << 16) == data
 
 
-async def test_spares_come_greeted(bare: SubprocessRuntime) -> None:
-    # The zygote hands a worker over once its "ready" is in the channel; the
-    # pool reads it then, so a run does not.
-    for _ in range(3):  # the spares ready now, then new ones
-        worker = await bare._pool.acquire(bare._default_key)
-        try:
-            assert worker.greeting is not None
-            assert worker.greeting["type"] == "ready"
-        finally:
-            bare._pool.release(worker)
+async def test_a_spare_greeted_between_runs_is_run_without_its_greeting(
+    bare: SubprocessRuntime,
+) -> None:
+    # The pool takes a spare's "ready" once it came (after each run, or while
+    # one starts); the run given that spare then has no frame to read first.
+    pool = bare._pool
+    worker = await pool.acquire(bare._default_key)
+    if worker.greeting is None:
+        await anyio.wait_readable(worker.sock)  # its "ready" came
+    pool._spares.appendleft(worker)  # a spare again, the next to go
+    pool.greet()
+    assert worker.greeting is not None and worker.greeting["type"] == "ready"
+    outcome = await bare.run("return 1", tool_names=[], call_tool=ToolBox())
+    assert outcome.result == 1, outcome
+    assert worker not in pool._spares  # (it was the one run)
 
 
 # --------------------------------------------------------------------------- hostile worker
