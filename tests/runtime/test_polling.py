@@ -63,27 +63,32 @@ def _frame(payload: bytes) -> bytes:
 # --------------------------------------------------------------------------- worker
 
 
-def test_a_selector_told_of_nothing_waits_as_usual(
-    monkeypatch: pytest.MonkeyPatch, pair: tuple[socket.socket, socket.socket]
-) -> None:
-    ours, _ = pair
-    timeouts = _record_selects(monkeypatch)
+@pytest.fixture
+def watching(
+    pair: tuple[socket.socket, socket.socket],
+) -> Iterator[tuple[ReplySelector, selectors.SelectorKey]]:
+    """A selector watching our end of ``pair`` for reading."""
     with ReplySelector() as selector:
-        selector.register(ours, selectors.EVENT_READ)
-        assert selector.select(0.001) == []
+        yield selector, selector.register(pair[0], selectors.EVENT_READ)
+
+
+def test_a_selector_told_of_nothing_waits_as_usual(
+    monkeypatch: pytest.MonkeyPatch, watching: tuple[ReplySelector, selectors.SelectorKey]
+) -> None:
+    selector, _ = watching
+    timeouts = _record_selects(monkeypatch)
+    assert selector.select(0.001) == []
     assert timeouts == [0.001]
 
 
 def test_after_a_call_the_selector_polls_then_waits_the_rest_of_the_timeout(
-    monkeypatch: pytest.MonkeyPatch, pair: tuple[socket.socket, socket.socket]
+    monkeypatch: pytest.MonkeyPatch, watching: tuple[ReplySelector, selectors.SelectorKey]
 ) -> None:
-    ours, _ = pair
+    selector, _ = watching
     monkeypatch.setattr(_bootstrap, "_clock", FakeClock(step=10e-6))
     timeouts = _record_selects(monkeypatch)
-    with ReplySelector() as selector:
-        selector.register(ours, selectors.EVENT_READ)
-        selector.expect_reply()
-        assert selector.select(0.001) == []
+    selector.expect_reply()
+    assert selector.select(0.001) == []
     polls, wait = timeouts[:-1], timeouts[-1]
     # 100 µs of polling on a clock that moves 10 µs a read: several polls.
     assert polls and set(polls) == {0}
@@ -93,41 +98,37 @@ def test_after_a_call_the_selector_polls_then_waits_the_rest_of_the_timeout(
 
 
 def test_polling_stops_at_a_timer_due_sooner(
-    monkeypatch: pytest.MonkeyPatch, pair: tuple[socket.socket, socket.socket]
+    monkeypatch: pytest.MonkeyPatch, watching: tuple[ReplySelector, selectors.SelectorKey]
 ) -> None:
-    ours, _ = pair
+    selector, _ = watching
     monkeypatch.setattr(_bootstrap, "_clock", FakeClock(step=10e-6))
     timeouts = _record_selects(monkeypatch)
-    with ReplySelector() as selector:
-        selector.register(ours, selectors.EVENT_READ)
-        selector.expect_reply()
-        assert selector.select(25e-6) == []
+    selector.expect_reply()
+    assert selector.select(25e-6) == []
     assert 1 <= len(timeouts) - 1 <= 3  # a poll or two, then the timer is due
     assert timeouts[-1] == 0.0
 
 
 def test_an_answer_already_there_ends_the_poll_without_a_wait(
-    monkeypatch: pytest.MonkeyPatch, pair: tuple[socket.socket, socket.socket]
+    monkeypatch: pytest.MonkeyPatch,
+    pair: tuple[socket.socket, socket.socket],
+    watching: tuple[ReplySelector, selectors.SelectorKey],
 ) -> None:
-    ours, theirs = pair
+    selector, key = watching
     timeouts = _record_selects(monkeypatch)
-    theirs.sendall(b"x")
-    with ReplySelector() as selector:
-        key = selector.register(ours, selectors.EVENT_READ)
-        selector.expect_reply()
-        assert selector.select(None) == [(key, selectors.EVENT_READ)]
+    pair[1].sendall(b"x")
+    selector.expect_reply()
+    assert selector.select(None) == [(key, selectors.EVENT_READ)]
     assert timeouts == [0]
 
 
 def test_non_blocking_selects_are_left_alone(
-    monkeypatch: pytest.MonkeyPatch, pair: tuple[socket.socket, socket.socket]
+    monkeypatch: pytest.MonkeyPatch, watching: tuple[ReplySelector, selectors.SelectorKey]
 ) -> None:
-    ours, _ = pair
+    selector, _ = watching
     timeouts = _record_selects(monkeypatch)
-    with ReplySelector() as selector:
-        selector.register(ours, selectors.EVENT_READ)
-        selector.expect_reply()
-        assert selector.select(0) == []
+    selector.expect_reply()
+    assert selector.select(0) == []
     assert timeouts == [0]
 
 
@@ -171,7 +172,7 @@ def _count_waits(monkeypatch: pytest.MonkeyPatch) -> list[object]:
         waits.append(obj)
         await wait_readable(obj)
 
-    monkeypatch.setattr(_channel.anyio, "wait_readable", counting)
+    monkeypatch.setattr(anyio, "wait_readable", counting)  # (the module _channel uses)
     return waits
 
 
