@@ -12,6 +12,9 @@ An entry that comes due is *expired*: its callback ends its run (see
 ``_session``, which then ends every wait of the run without a cancel scope).
 When the task stops (the runtime's block ends), every entry still watched is
 expired with ``closing=True``: no run is ever left without its deadline.
+Deadlines are :func:`time.monotonic` times, and the keeper sleeps for the time
+left: that clock is cheap to read (anyio's is not, with cold caches) and
+whatever the event loop's own clock, only durations cross over to it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import time
 from collections.abc import Callable
 
 import anyio
@@ -72,8 +76,8 @@ class Deadlines:
         return len(self._heap)
 
     def watch(self, deadline: float, expire: Expire) -> Watch | None:
-        """Call ``expire(False)`` at ``deadline`` (on the ``anyio.current_time()``
-        clock) unless :meth:`done` is called first.
+        """Call ``expire(False)`` at ``deadline`` (a :func:`time.monotonic` time)
+        unless :meth:`done` is called first.
 
         ``None`` when the keeper does not run: the caller keeps its own deadline.
         """
@@ -102,7 +106,7 @@ class Deadlines:
         try:
             task_status.started()
             while True:
-                now = anyio.current_time()
+                now = time.monotonic()
                 while heap and (heap[0].settled or heap[0].deadline <= now):
                     self._expire(heapq.heappop(heap), closing=False)
                 self._wake = wake = anyio.Event()

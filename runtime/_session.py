@@ -16,6 +16,7 @@ import math
 import os
 import signal
 import socket
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from types import CoroutineType
 from typing import Any, Final, cast
@@ -202,11 +203,14 @@ class _Session:
                 self.channel.send_nowait(unsent)
         if while_waiting is not None:
             while_waiting()
-        deadline = anyio.current_time() + self.limits.timeout
         deadlines = self.deadlines
-        watch = deadlines.watch(deadline, self.expire) if deadlines is not None else None
+        watch = (
+            deadlines.watch(time.monotonic() + self.limits.timeout, self.expire)
+            if deadlines is not None
+            else None
+        )
         if watch is None:
-            await self.run_in_scope(deadline, cancel)
+            await self.run_in_scope(cancel)
         else:
             # The runtime's keeper ends the run at its deadline (see ``end``):
             # no cancel scope to enter and leave here.
@@ -226,8 +230,8 @@ class _Session:
         # A runner was cancelled under this run: the runtime is closing.
         return self.failure("crashed", "the runtime was closed during the run")
 
-    async def run_in_scope(self, deadline: float, cancel: CancelSignal | None) -> None:
-        with anyio.CancelScope(deadline=deadline) as scope:
+    async def run_in_scope(self, cancel: CancelSignal | None) -> None:
+        with anyio.move_on_after(self.limits.timeout) as scope:
 
             def on_cancel() -> None:
                 if self.ended is None:
@@ -244,9 +248,14 @@ class _Session:
             self.ended = self.timeout_failure()
 
     async def converse_and_settle(self) -> None:
-        # A run's own runners (without the runtime's) are started in a task
-        # group entered on this stack at the first tool call: a run without
-        # calls does not pay for one.
+        if self.runners is not None:  # the runtime's
+            try:
+                await self.converse()
+            finally:
+                await self.settle()
+            return
+        # The run's own runners are started in a task group entered on this
+        # stack at the first tool call: a run without calls does not pay for one.
         async with contextlib.AsyncExitStack() as self.exit_stack:
             try:
                 await self.converse()
