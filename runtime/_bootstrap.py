@@ -75,6 +75,9 @@ _MAX_MESSAGE_CHARS = 32_768
 #: After sending a tool call, how long (seconds) the worker polls for the answer
 #: before it sleeps in the kernel (see :class:`ReplySelector`).
 REPLY_SPIN = 100e-6
+#: Calls after a poll that came to nothing that wait without one (a slow tool
+#: would otherwise cost a poll on every call).
+REPLY_SPIN_SKIP = 8
 _clock = time.perf_counter
 
 _INTERNAL_DIRS = (
@@ -112,16 +115,23 @@ class ReplySelector(selectors.DefaultSelector):
     the kernel meanwhile lets its CPU go idle, and waking an idle CPU (a
     virtual one above all) costs more than the answer took. So for
     :data:`REPLY_SPIN` after :meth:`expect_reply`, a wait that would block
-    polls instead (up to the timeout, when a timer is due sooner); then it
-    blocks for the rest of the timeout. Other waits are not changed.
+    polls instead (up to the timeout, when a timer is due sooner), giving
+    the CPU to any other process that needs it (the host, when both share a
+    CPU) between polls; then it blocks for the rest of the timeout. After a
+    poll that came to nothing, the next :data:`REPLY_SPIN_SKIP` calls do
+    without (their tool is slow). Other waits are not changed.
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.spin_until = 0.0
+        self.skip = 0
 
     def expect_reply(self) -> None:
-        self.spin_until = _clock() + REPLY_SPIN
+        if self.skip:
+            self.skip -= 1
+        else:
+            self.spin_until = _clock() + REPLY_SPIN
 
     def select(self, timeout: float | None = None) -> list[tuple[Any, int]]:
         if timeout is None or timeout > 0:
@@ -134,8 +144,11 @@ class ReplySelector(selectors.DefaultSelector):
                     ready: list[tuple[Any, int]] = poll(0)
                     if ready:
                         return ready
+                    os.sched_yield()
                     now = clock()
                     if now >= end:
+                        if end == self.spin_until:  # no answer in time
+                            self.skip = REPLY_SPIN_SKIP
                         break
                 if timeout is not None:
                     timeout = max(0.0, timeout - (now - started))

@@ -22,6 +22,9 @@ _FRAMES_PER_CHECKPOINT = 64
 # socket empty polls it, a loop turn apart, before it waits for the event loop
 # to say it is readable: see :meth:`FrameChannel.receive`.
 _REPLY_SPIN = 100e-6
+# Reads after a poll that came to nothing that wait without one.
+_REPLY_SPIN_SKIP = 8
+_clock = time.perf_counter
 
 
 class ChannelClosed(Exception):
@@ -47,6 +50,7 @@ class FrameChannel:
         "_outbox",
         "_sent_at",
         "_since_checkpoint",
+        "_skip",
         "_sock",
     )
 
@@ -62,7 +66,8 @@ class FrameChannel:
         self._outbox: list[bytes | memoryview] = []
         self._flushing = False
         self._since_checkpoint = 0
-        self._sent_at = 0.0  # time.perf_counter() of the last write
+        self._sent_at = 0.0  # _clock() at the last write
+        self._skip = 0  # reads left that do not poll
 
     @property
     def buffered(self) -> bool:
@@ -118,11 +123,17 @@ class FrameChannel:
         microseconds, often less than it takes an idle CPU to wake up for the
         event loop's wait: a host that polls that long keeps its CPU awake.
         Other tasks run between the reads, as they would while this one waited.
+        After a poll that came to nothing, the next few reads do without.
         """
+        if self._skip:
+            self._skip -= 1
+            return None
         end = self._sent_at + _REPLY_SPIN
-        clock = time.perf_counter
+        clock = _clock
         sock = self._sock
+        polled = False
         while clock() < end:
+            polled = True
             await anyio.lowlevel.checkpoint()
             try:
                 return sock.recv(size)
@@ -130,6 +141,8 @@ class FrameChannel:
                 continue
             except OSError:
                 return b""
+        if polled:
+            self._skip = _REPLY_SPIN_SKIP
         return None
 
     def send_nowait(self, *frames: bytes | memoryview) -> None:
@@ -163,7 +176,7 @@ class FrameChannel:
                 sent = 0
             except OSError as exc:
                 raise ChannelClosed(str(exc)) from None
-            self._sent_at = time.perf_counter()
+            self._sent_at = _clock()
             if sent == len(data):
                 return
             outbox.append(memoryview(data)[sent:])
@@ -220,7 +233,7 @@ class FrameChannel:
             except OSError as exc:
                 outbox.clear()
                 raise ChannelClosed(str(exc)) from None
-            self._sent_at = time.perf_counter()
+            self._sent_at = _clock()
             if sent < len(data):
                 # Keep the rest first in line: frames never interleave.
                 outbox.insert(0, memoryview(data)[sent:])

@@ -132,6 +132,25 @@ def test_non_blocking_selects_are_left_alone(
     assert timeouts == [0]
 
 
+def test_after_a_poll_that_came_to_nothing_the_next_calls_wait_without(
+    monkeypatch: pytest.MonkeyPatch, watching: tuple[ReplySelector, selectors.SelectorKey]
+) -> None:
+    selector, _ = watching
+    monkeypatch.setattr(_bootstrap, "_clock", FakeClock(step=10e-6))
+    timeouts = _record_selects(monkeypatch)
+
+    def call_and_wait() -> list[float | None]:
+        timeouts.clear()
+        selector.expect_reply()
+        assert selector.select(0.001) == []
+        return list(timeouts)
+
+    assert len(call_and_wait()) > 1  # polled, in vain: the tool is slow
+    for _ in range(_bootstrap.REPLY_SPIN_SKIP):
+        assert call_and_wait() == [0.001]  # no polling
+    assert len(call_and_wait()) > 1  # and then it tries again
+
+
 def test_calls_sent_open_the_reply_window_and_logs_do_not(
     pair: tuple[socket.socket, socket.socket],
 ) -> None:
@@ -248,3 +267,37 @@ async def test_a_polling_read_can_be_cancelled_and_loses_nothing(
     assert scope.cancelled_caught
     theirs.sendall(_frame(b"call"))
     assert await channel.receive() == b"call"
+
+
+@pytest.mark.anyio
+async def test_after_a_read_that_polled_in_vain_the_next_reads_do_not_poll(
+    monkeypatch: pytest.MonkeyPatch, pair: tuple[socket.socket, socket.socket]
+) -> None:
+    ours, theirs = pair
+    clock = FakeClock(step=10e-6)
+    monkeypatch.setattr(_channel, "_clock", clock)
+    waits = _count_waits(monkeypatch)
+    channel = FrameChannel(ours, 1 << 20)
+
+    async def exchange() -> int:
+        """Write an answer; read a call that comes only once the read waits.
+        Returns how often the read looked at the clock (it polls by it)."""
+        await channel.send(_frame(b"answer"))
+        theirs.recv(64)
+        waited = len(waits)
+        before = clock.now
+
+        async def reply_once_waited() -> None:
+            while len(waits) == waited:
+                await anyio.lowlevel.checkpoint()
+            theirs.sendall(_frame(b"call"))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(reply_once_waited)
+            assert await channel.receive() == b"call"
+        return round((clock.now - before) / clock.step)
+
+    assert await exchange() > 2  # polled for the window, then waited
+    for _ in range(_channel._REPLY_SPIN_SKIP):
+        assert await exchange() == 0  # waited at once
+    assert await exchange() > 2
