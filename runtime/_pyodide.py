@@ -181,7 +181,7 @@ class PyodideRuntime(Runtime):
                 await self._dying.pop().aclose()
 
     async def __aenter__(self) -> PyodideRuntime:
-        """Keep the tasks that answer tool calls across runs while the block runs."""
+        """Keep the tasks that answer tool calls, and the runs' deadline keeper, while the block runs."""
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(self.aclose)
             _, self._runners, self._deadlines = await enter_services(stack)

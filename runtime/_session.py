@@ -248,19 +248,19 @@ class _Session:
             self.ended = self.timeout_failure()
 
     async def converse_and_settle(self) -> None:
-        if self.runners is not None:  # the runtime's
-            try:
-                await self.converse()
-            finally:
-                await self.settle()
-            return
-        # The run's own runners are started in a task group entered on this
-        # stack at the first tool call: a run without calls does not pay for one.
-        async with contextlib.AsyncExitStack() as self.exit_stack:
-            try:
-                await self.converse()
-            finally:
-                await self.settle()
+        if self.runners is None:
+            # The run's own runners are started in a task group entered on this
+            # stack at the first tool call: a run without calls does not pay for one.
+            async with contextlib.AsyncExitStack() as self.exit_stack:
+                await self.converse_then_settle()
+        else:  # the runtime's
+            await self.converse_then_settle()
+
+    async def converse_then_settle(self) -> None:
+        try:
+            await self.converse()
+        finally:
+            await self.settle()
 
     def timeout_failure(self) -> RunOutcome:
         return self.failure(
