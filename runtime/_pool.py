@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import anyio.abc
@@ -35,7 +35,7 @@ from ._exceptions import WorkerStartError
 from ._protocol import HEADER, ProtocolError, parse_worker_frame
 from ._zygote import ZYGOTE_BOOT
 
-__all__ = ["SandboxKey", "Worker", "WorkerPool"]
+__all__ = ["ExitStatus", "SandboxKey", "Worker", "WorkerPool"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 _START_TIMEOUT = 60.0
@@ -44,6 +44,21 @@ _REPLY_BYTES = 4096
 # A worker's greeting is a few hundred bytes ("ready" and its layers).
 _GREETING_BYTES = 1 << 16
 _MAGIC = importlib.util.MAGIC_NUMBER.hex()
+
+
+class ExitStatus(NamedTuple):
+    """How a worker process ended, as the kernel reported it to its parent.
+
+    Attributes:
+        status: the raw wait status.
+        cpu_seconds: user plus system CPU time of the worker and its descendants.
+        max_rss_bytes: the peak resident set size of the worker or of its largest
+            descendant (``ru_maxrss``): the host's own evidence of memory use.
+    """
+
+    status: int
+    cpu_seconds: float
+    max_rss_bytes: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,8 +162,8 @@ class Worker:
         self._exited = bool(self._status_data)
         return True
 
-    async def wait_status(self, grace: float) -> tuple[int, float] | None:
-        """``(raw wait status, CPU seconds)`` once the zygote reaped the worker.
+    async def wait_status(self, grace: float) -> ExitStatus | None:
+        """How the worker ended, once the zygote reaped it.
 
         ``None`` when it is not known within ``grace`` seconds (or the zygote is gone).
         """
@@ -158,8 +173,8 @@ class Worker:
         if not self._exited:
             return None
         try:
-            status, cpu = self._status_data.split()
-            return int(status), float(cpu)
+            status, cpu, max_rss_kib = self._status_data.split()
+            return ExitStatus(int(status), float(cpu), int(max_rss_kib) * 1024)
         except ValueError:
             return None
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from ._pool import Worker
+from ._pool import ExitStatus, Worker
 from ._pyodide_assets import PROGRAM_MODULE, WORKER_DIR, PyodideInstall
 
 __all__ = ["DenoWorker", "WorkerProfile", "deno_command"]
@@ -111,6 +111,7 @@ class DenoWorker(Worker):
     __slots__ = (
         "_cpu_base",
         "_cpu_used",
+        "_max_rss",
         "_status",
         "_stderr",
         "_tail",
@@ -129,6 +130,7 @@ class DenoWorker(Worker):
         self._status: int | None = None
         self._cpu_base = 0.0
         self._cpu_used = 0.0
+        self._max_rss = 0
         assert popen.stderr is not None
         self._stderr = popen.stderr.fileno()
         os.set_blocking(self._stderr, False)
@@ -248,8 +250,8 @@ class DenoWorker(Worker):
             with contextlib.suppress(OSError):
                 os.killpg(self.pid, signal.SIGKILL)
 
-    async def wait_status(self, timeout: float) -> tuple[int, float] | None:  # noqa: ASYNC109
-        """``(raw wait status, CPU seconds since the run began)`` once the process exited.
+    async def wait_status(self, timeout: float) -> ExitStatus | None:  # noqa: ASYNC109
+        """How the process ended (CPU seconds counted since the run began).
 
         ``None`` when it did not exit within ``timeout``.
         """
@@ -257,7 +259,7 @@ class DenoWorker(Worker):
             await self._process_exit()
         if self._status is None:
             return None
-        return self._status, max(0.0, self._cpu_used - self._cpu_base)
+        return ExitStatus(self._status, max(0.0, self._cpu_used - self._cpu_base), self._max_rss)
 
     def _reap(self) -> bool:
         """Collect the exit status and CPU time if the process has exited."""
@@ -272,6 +274,7 @@ class DenoWorker(Worker):
         self._status = status
         if usage is not None:
             self._cpu_used = usage.ru_utime + usage.ru_stime
+            self._max_rss = usage.ru_maxrss * 1024
         # Popen must know too, or it warns that the process is still running.
         self.popen.returncode = os.waitstatus_to_exitcode(status)
         return True

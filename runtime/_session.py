@@ -603,7 +603,7 @@ class _Session:
             status = await worker.wait_status(_STATUS_GRACE)
         if status is None:
             return self.failure("crashed", "the worker was lost (its supervisor went away)")
-        return self.classify_exit(*status)
+        return self.classify_exit(status.status, status.cpu_seconds)
 
     def classify_exit(self, status: int, cpu_seconds: float) -> RunOutcome:
         code = os.waitstatus_to_exitcode(status)

@@ -157,10 +157,11 @@ class _Zygote:
             if entry is None:
                 continue
             status_w, workdir = entry
-            # The CPU time lets the host tell the CPU limit's SIGKILL from others.
+            # The CPU time lets the host tell the CPU limit's SIGKILL from others,
+            # the peak RSS (KiB) a real memory exhaustion from a claimed one.
             cpu = usage.ru_utime + usage.ru_stime
             with contextlib.suppress(OSError):
-                os.write(status_w, b"%d %.3f" % (status, cpu))
+                os.write(status_w, b"%d %.3f %d" % (status, cpu, usage.ru_maxrss))
             os.close(status_w)
             shutil.rmtree(workdir, ignore_errors=True)
 

@@ -222,7 +222,7 @@ class FakeWorker:
             self.peer.sendall(struct.pack(">I", len(payload)) + payload)
 
     def exit(self, status: int, cpu: float = 0.0) -> None:
-        os.write(self.status_w, b"%d %.3f" % (status, cpu))
+        os.write(self.status_w, b"%d %.3f 0" % (status, cpu))
         os.close(self.status_w)
         self.status_w = -1
         self.peer.close()
