@@ -3,9 +3,14 @@
 :class:`WorkerPool` starts the zygote lazily, asks it for workers and keeps up
 to ``spares`` pre-forked, already sandboxed workers ready for runs with the
 default sandbox settings. Fork requests are fire-and-forget packets; replies
-are collected by whichever task needs a worker next (no background task), so
-the pool needs no task group of its own. A worker is used for one run and
-never again. A dead zygote is noticed on the next request and replaced.
+are collected by whichever task needs a worker next, or by the housekeeping
+task (:meth:`WorkerPool.maintain`) when there is one. A worker is used for one
+run and never again. Workers for other settings are forked on demand and
+never held: a request whose run was cancelled before its reply came is
+remembered, and its worker killed the moment it arrives. A dead zygote takes
+its workers with it (their parent-death signal); the housekeeping task
+notices it at once and lets go of its spares, otherwise the next request
+does, and replaces it.
 """
 
 from __future__ import annotations
@@ -144,8 +149,15 @@ class Worker:
         if not self._exited:
             self._read_status()
         if not self._exited:
-            with contextlib.suppress(OSError):
+            try:
                 os.killpg(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                # No group: a worker without a PID namespace (and seccomp) may
+                # have moved to another one. Its pid is still its own.
+                with contextlib.suppress(OSError):
+                    os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass
 
     def _read_status(self) -> bool:
         """Read what the status pipe has without blocking; ``False`` if it would block."""
@@ -243,7 +255,19 @@ class _Zygote:
             with anyio.fail_after(_START_TIMEOUT):
                 await anyio.wait_readable(ours)
             hello = ours.recv(_REPLY_BYTES)
-            greeting = orjson.loads(hello) if hello else None
+            try:
+                greeting = orjson.loads(hello) if hello else None
+            except orjson.JSONDecodeError:
+                greeting = None
+            if type(greeting) is dict and isinstance(greeting.get("error"), str):
+                raise WorkerStartError(f"the zygote did not start: {greeting['error']}")
+            if not hello:
+                with anyio.move_on_after(1.0):
+                    await process.wait()
+                raise WorkerStartError(
+                    "the zygote exited before it was ready "
+                    f"(exit status {process.returncode}; its standard error says why)"
+                )
             if type(greeting) is not dict or "ready" not in greeting:
                 raise WorkerStartError(f"the zygote did not start (got {hello[:80]!r})")
             zygote.compiles_like_host = (
@@ -347,6 +371,8 @@ class WorkerPool:
         self._spares: deque[Worker] = deque()
         self._spare_requests: set[int] = set()
         self._replies: dict[int, Worker | str] = {}
+        # Requests whose run gave up waiting: their workers are killed on arrival.
+        self._abandoned: set[int] = set()
         self._next_id = 0
         self._closed = False
         self._spare_error: str | None = None
@@ -415,11 +441,24 @@ class WorkerPool:
             # run for the CPU. :meth:`release` asks for the replacement.
             return self._spares.popleft()
         request_id = self._send(zygote, key)
-        await self._wait(zygote, lambda: request_id in self._replies)
+        try:
+            await self._wait(zygote, lambda: request_id in self._replies)
+        except BaseException:
+            self._abandon(request_id)
+            raise
         reply = self._replies.pop(request_id)
         if isinstance(reply, str):
             raise WorkerStartError(reply)
         return reply
+
+    def _abandon(self, request_id: int) -> None:
+        """Nobody waits for ``request_id`` any more: end its worker, now or when it comes."""
+        reply = self._replies.pop(request_id, None)
+        if reply is None:
+            self._abandoned.add(request_id)
+        elif isinstance(reply, Worker):
+            reply.kill()
+            reply.close()
 
     def _send(self, zygote: _Zygote, key: SandboxKey) -> int:
         self._next_id += 1
@@ -440,6 +479,11 @@ class WorkerPool:
                     self._spares.append(reply)
                 else:
                     self._spare_error = reply
+            elif request_id in self._abandoned:
+                self._abandoned.discard(request_id)
+                if isinstance(reply, Worker):
+                    reply.kill()
+                    reply.close()
             else:
                 self._replies[request_id] = reply
         if not zygote.alive:
@@ -562,10 +606,18 @@ class WorkerPool:
             # Holding the lock while waiting is fine: a run that waits for a
             # reply of its own waits for the lock, and any reply wakes this up.
             async with self._read_lock:
-                # A dead or dropped zygote is noticed (and replaced) by the next run.
-                with contextlib.suppress(anyio.ClosedResourceError, _ZygoteDied):
+                try:
                     await anyio.wait_readable(zygote.ctl)
                     self._collect(zygote)
+                except anyio.ClosedResourceError:
+                    continue  # dropped by a run, which replaces it
+                except _ZygoteDied:
+                    pass
+                else:
+                    continue
+            # The zygote died (its workers with it): let go of its spares now;
+            # the next run starts a new one.
+            await self._drop_zygote(zygote)
 
     async def _ensure_zygote(self) -> _Zygote:
         if self._closed:
@@ -602,6 +654,8 @@ class WorkerPool:
                 if isinstance(reply, Worker):
                     reply.close()
             self._replies.clear()
+            # Its remaining children die with it (see _Zygote.aclose).
+            self._abandoned.clear()
         await zygote.aclose()
 
     async def aclose(self) -> None:

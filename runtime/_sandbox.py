@@ -12,21 +12,29 @@ what earlier ones need:
 3. **workdir**: the cwd becomes the private work directory.
 4. **namespaces**: user, mount, network, IPC, UTS and PID namespaces in one
    ``unshare``; a private root (read-only Python installation, three devices,
-   the workdir at ``/tmp``) through ``pivot_root``; then one internal ``fork``
-   so the program is PID 1 of the new PID namespace. The intermediate process
-   only waits: it exits with the program's status (re-raising its signal, and
-   reporting ``SIGXCPU`` when the CPU limit caused a ``SIGKILL``), and the
-   program gets ``SIGKILL`` if the intermediate dies.
+   the workdir at ``/tmp``) through ``pivot_root``; then two internal forks.
+   The calling process becomes the *supervisor* (outside the new PID
+   namespace, in the caller's process group, which is what the host kills);
+   its child is the namespace's *init* (PID 1, our code, in the same process
+   group, ``SIGKILL`` when the supervisor dies); the init's child is the
+   program (PID 2), the only process that returns. When the init dies, for
+   whatever reason, the kernel kills every process of the namespace, whatever
+   they did to their signals, groups or sessions: nothing of a run outlives
+   it. The init reaps and reports the program's wait status to the supervisor,
+   which exits the same way (re-raising its signal, and reporting ``SIGXCPU``
+   when the CPU hard limit caused a ``SIGKILL``).
 5. **privileges**: supplementary groups dropped, uid/gid switched to an
    unprivileged id (see ``_namespaces``), the capability bounding, ambient,
    permitted and effective sets emptied, ``no_new_privs`` and non-dumpable set.
+   A credential change resets the parent-death signal: the caller's (the
+   zygote's ``SIGKILL``) is set again after each one.
 6. **rlimits**: ``RLIMIT_CORE`` 0, ``RLIMIT_NOFILE``, ``RLIMIT_FSIZE``,
    ``RLIMIT_NPROC`` 1, ``RLIMIT_MEMLOCK``/``RLIMIT_MSGQUEUE`` 0, ``RLIMIT_CPU``
-   (``SIGXCPU``, then ``SIGKILL`` a second later; as PID 1, which ignores the
-   kernel's ``SIGXCPU``, soft = hard) and ``RLIMIT_AS`` last.
+   (``SIGXCPU``, then ``SIGKILL`` a second later) and ``RLIMIT_AS`` last.
 7. **landlock**: read-only Python installation, read-write workdir, the
    devices; no TCP; no signals or abstract sockets out of the domain.
-8. **seccomp**: last, since it forbids ``mount``, ``unshare``, ``setuid``... See
+8. **seccomp**: last, since it forbids ``mount``, ``unshare``, ``setuid``,
+   ``setsid``, the ``prctl`` options that would undo the layers above... See
    ``_seccomp`` for the list.
 
 Contract with the worker bootstrap:
@@ -45,9 +53,10 @@ Contract with the worker bootstrap:
   the bootstrap), including ``SCM_RIGHTS`` messages: the host must read the
   channel with plain ``recv`` (never accept passed descriptors) and validate
   every frame.
-* The intermediate process puts the program in its own session: killing the
-  worker's process group kills the intermediate, and the program follows
-  through its parent-death signal.
+* The program runs in a session of its own: killing the worker's process
+  group kills the supervisor and the init, and the namespace with the init.
+  Without a PID namespace the worker itself is the program; it stays in its
+  process group (seccomp denies ``setsid`` and ``setpgid``).
 
 Security warning: this is the security boundary for hostile programs; the
 import allow-list and RestrictedPython are extra, bypassable conveniences.
@@ -86,6 +95,7 @@ __all__ = [
 ]
 
 _PR_SET_PDEATHSIG: Final = 1
+_PR_GET_PDEATHSIG: Final = 2
 _PR_SET_DUMPABLE: Final = 4
 _PR_CAPBSET_READ: Final = 23
 _PR_CAPBSET_DROP: Final = 24
@@ -103,7 +113,8 @@ PROTECTS: Final = {
     "user-namespace": "host root: sandbox ids map to unprivileged host ids",
     "mount-namespace": "host files: a private root with read-only Python and the workdir only",
     "network-namespace": "network access: no interfaces at all, not even loopback",
-    "pid-namespace": "seeing or signalling host processes (the program is PID 1 of its own)",
+    "pid-namespace": "seeing or signalling host processes; outliving the run (PID 2 under our "
+    "init, whose end kills every process of the namespace)",
     "ipc-namespace": "host SysV and POSIX IPC objects",
     "uts-namespace": "the host name",
     "privileges": "capabilities, set-uid escalation and files owned by the host's users",
@@ -266,18 +277,48 @@ def _clear_environment() -> str:
     return f"{count} variables removed (original block not scrubbed: /proc unreadable)"
 
 
+@dataclass(frozen=True, slots=True)
+class _ParentDeath:
+    """The caller's parent-death signal, set again after each credential change.
+
+    The kernel clears it whenever the effective ids change (``setresuid`` in
+    ``build_private_root`` and in the privilege drop), which would let a spare
+    outlive a killed zygote.
+    """
+
+    signum: int
+    parent: int
+
+    @classmethod
+    def capture(cls) -> _ParentDeath:
+        value = ctypes.c_int(0)
+        _prctl(_PR_GET_PDEATHSIG, ctypes.addressof(value))
+        return cls(value.value, os.getppid())
+
+    def restore(self) -> None:
+        """Set the signal again; exit at once if the parent died meanwhile."""
+        if self.signum:
+            _prctl(_PR_SET_PDEATHSIG, self.signum)
+            if os.getppid() != self.parent:
+                os._exit(1)
+
+
 @dataclass(slots=True)
 class _Namespaces:
     """What :func:`_enter_namespaces` achieved, for the later layers."""
 
     mapping: str | None = None  # "privileged", "self" or None (no user namespace)
-    lifeline: int = -1  # read end whose hang-up means the supervising parent died
+    pid: bool = False  # the program is PID 2, under an init of ours
 
 
 def _enter_namespaces(
-    config: SandboxConfig, workdir: str, read_only: list[str], report: _Report
+    config: SandboxConfig,
+    workdir: str,
+    read_only: list[str],
+    report: _Report,
+    parent_death: _ParentDeath,
 ) -> _Namespaces:
-    """Unshare, map ids, build the private root, fork the PID 1 child; return in the child."""
+    """Unshare, map ids, build the private root, fork init and program; return in the program."""
     flags = (
         _namespaces.CLONE_NEWUSER
         | _namespaces.CLONE_NEWNS
@@ -356,35 +397,57 @@ def _enter_namespaces(
     except OSError as exc:
         report.add("mount-namespace", False, f"private root not built: {exc}")
     mapping = "privileged" if privileged else "self"
+    # The id switch of build_private_root reset the parent-death signal: this
+    # process is about to supervise, and must still die with its parent.
+    parent_death.restore()
     try:
-        lifeline = _fork_pid_one(config)
+        _fork_init(config)
     except OSError as exc:
-        report.add("pid-namespace", False, f"cannot fork the program's process: {exc}")
+        report.add("pid-namespace", False, f"cannot fork the namespace's init: {exc}")
         return _Namespaces(mapping)
-    report.add("pid-namespace", True, "the program is PID 1 of a new PID namespace")
-    return _Namespaces(mapping, lifeline)
+    report.add(
+        "pid-namespace",
+        True,
+        "the program is PID 2 under an init of ours (PID 1), and the namespace ends with it",
+    )
+    return _Namespaces(mapping, pid=True)
 
 
-def _fork_pid_one(config: SandboxConfig) -> int:
-    """Fork; the parent supervises and never returns, the child (PID 1) returns.
+def _fork_init(config: SandboxConfig) -> None:
+    """Fork the new PID namespace's init; return only in its child, the program.
 
-    Returns the lifeline fd, kept open until the credential changes are over
-    (they reset the parent-death signal, which must then be set again).
+    The calling process supervises the init and never returns. The init (PID
+    1) dies when the supervisor does (parent-death signal, and a lifeline
+    checked once it is set), forks the program (PID 2), reaps it, reports its
+    wait status and never returns either. Raises ``OSError`` when the init
+    cannot be forked; :class:`SandboxError` (in the init) when the program
+    cannot.
     """
     lifeline_r, lifeline_w = os.pipe()
+    status_r, status_w = os.pipe()
     try:
-        child = os.fork()
+        init = os.fork()
     except OSError:
-        os.close(lifeline_r)
-        os.close(lifeline_w)
+        for fd in (lifeline_r, lifeline_w, status_r, status_w):
+            os.close(fd)
         raise
-    if child:
-        _supervise(child, lifeline_w, config.cpu_seconds)
+    if init:
+        _supervise(init, lifeline_w, status_r, config.cpu_seconds)
     os.close(lifeline_w)
+    os.close(status_r)
     _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     _check_lifeline(lifeline_r)
+    os.close(lifeline_r)
+    try:
+        program = os.fork()
+    except OSError as exc:
+        raise SandboxError(f"the namespace's init cannot fork the program: {exc}") from exc
+    if program:
+        _serve_as_init(program, status_w)
+    os.close(status_w)
+    # Out of the supervisor's process group and session: kill(0) and the
+    # like cannot reach it (nor the init) from here.
     os.setsid()
-    return lifeline_r
 
 
 def _check_lifeline(fd: int) -> None:
@@ -397,26 +460,55 @@ def _check_lifeline(fd: int) -> None:
         os._exit(1)
 
 
-def _supervise(child: int, lifeline_w: int, cpu_seconds: float) -> NoReturn:
-    """The intermediate process: wait for the program, then die the same way."""
+def _serve_as_init(program: int, status_w: int) -> NoReturn:
+    """PID 1 of the run's namespace: reap until the program ends, report its status, end.
+
+    It never runs anything of the program's, holds no descriptor but
+    ``status_w`` and has no signal handler, so nothing inside the namespace
+    can signal it. Its exit makes the kernel kill whatever else is left there.
+    """
+    code = 70
+    try:
+        _close_fds([status_w])
+        # Neither traceable nor readable through /proc by a program of the same uid.
+        _prctl(_PR_SET_DUMPABLE, 0)
+        while True:
+            pid, status = os.waitpid(-1, 0)
+            if pid == program:
+                break
+        os.write(status_w, b"%d" % status)
+        code = 0
+    except BaseException:  # this process must never return to the caller
+        code = 70
+    finally:
+        os._exit(code)
+
+
+def _supervise(init: int, lifeline_w: int, status_r: int, cpu_seconds: float) -> NoReturn:
+    """The supervisor: wait for the init, then die the way the program did."""
     code = 70
     try:
         for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
             signal.signal(stop, signal.SIG_DFL)
-        _close_fds([lifeline_w])
+        _close_fds([lifeline_w, status_r])
         while True:
-            pid, status, usage = os.wait4(child, 0)
-            if pid == child:
+            pid, status, usage = os.wait4(init, 0)
+            if pid == init:
                 break
+        # The init reports the program's status before it exits; nothing
+        # reported means the init itself was killed (by the host, with this process).
+        reported = os.read(status_r, 32)
+        if reported:
+            status = int(reported)
         if os.WIFEXITED(status):
             code = os.WEXITSTATUS(status)
         elif os.WIFSIGNALED(status):
             signum: int = os.WTERMSIG(status)
+            # The rusage of the init includes the program's. A SIGKILL after the
+            # program used up its CPU time is the hard limit's, once it ignored
+            # the SIGXCPU of the soft limit.
             cpu_used = usage.ru_utime + usage.ru_stime
-            # Nothing inside can SIGKILL PID 1 and the host kills this process, not
-            # the program: a SIGKILL after real CPU use is the CPU hard limit (the
-            # kernel's CPU accounting and rusage differ by a few ticks).
-            if signum == signal.SIGKILL and cpu_used >= 0.5 * math.ceil(cpu_seconds):
+            if signum == signal.SIGKILL and reported and cpu_used >= math.ceil(cpu_seconds):
                 signum = signal.SIGXCPU
             code = 128 + signum
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -476,10 +568,6 @@ def _drop_privileges(namespaces: _Namespaces, report: _Report) -> None:
     _libc().capset(header, (ctypes.c_uint32 * 6)())
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)
     _prctl(_PR_SET_DUMPABLE, 0)
-    if namespaces.lifeline >= 0:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        _check_lifeline(namespaces.lifeline)
-        os.close(namespaces.lifeline)
     no_caps = _capabilities_empty() and _prctl(_PR_GET_NO_NEW_PRIVS) == 1
     # Without CAP_SETPCAP the bounding set cannot shrink; with no_new_privs and
     # exec denied it could never be used either.
@@ -497,12 +585,11 @@ def _capbset_read(cap: int) -> int:
         return 0  # EINVAL: no such capability
 
 
-def _apply_rlimits(config: SandboxConfig, report: _Report, *, pid_one: bool) -> None:
+def _apply_rlimits(config: SandboxConfig, report: _Report) -> None:
     cpu = max(1, math.ceil(config.cpu_seconds))
-    # SIGXCPU at the soft limit, SIGKILL one second later if it is ignored. PID 1
-    # of a namespace ignores the kernel's SIGXCPU, so there the hard limit is
-    # the limit (and the supervisor reports the SIGKILL as SIGXCPU).
-    cpu_hard = cpu if pid_one else cpu + 1
+    # SIGXCPU at the soft limit, SIGKILL one second later if it is ignored (the
+    # program is never PID 1 of a namespace, which would ignore the SIGXCPU).
+    cpu_hard = cpu + 1
     limits = [
         ("CORE", resource.RLIMIT_CORE, 0, 0),
         ("NOFILE", resource.RLIMIT_NOFILE, config.max_open_files, config.max_open_files),
@@ -530,9 +617,11 @@ def enter_sandbox(config: SandboxConfig, *, keep_fds: Sequence[int]) -> list[Lay
 
     Call it in a freshly forked, single-threaded worker before any untrusted
     code runs. It closes every fd not in ``keep_fds`` (0, 1 and 2 are kept),
-    and when namespaces are on it forks once: only the new child returns, the
-    parent waits for it and exits with its status. Returns what each layer
-    did.
+    and when namespaces are on it forks twice: only the program (PID 2 of a
+    new PID namespace, under an init) returns; the calling process supervises
+    the init and exits with the program's status. Returns what each layer
+    did. The caller's parent-death signal, if any, survives the credential
+    changes (in the process that stays the caller's child).
 
     Raises:
         SandboxError: ``config.strict`` and a requested layer is unavailable,
@@ -543,6 +632,7 @@ def enter_sandbox(config: SandboxConfig, *, keep_fds: Sequence[int]) -> list[Lay
     start threads before calling it.
     """
     report = _Report(config.strict)
+    parent_death = _ParentDeath.capture()
     _close_fds([0, 1, 2, *keep_fds])
     workdir = os.path.realpath(config.workdir)
     # A read-only path above the workdir would also expose other runs' workdirs.
@@ -572,11 +662,11 @@ def enter_sandbox(config: SandboxConfig, *, keep_fds: Sequence[int]) -> list[Lay
         raise SandboxError(f"cannot use the work directory {workdir!r}: {exc}") from exc
     namespaces = _Namespaces()
     if config.namespaces:
-        namespaces = _enter_namespaces(config, workdir, read_only, report)
+        namespaces = _enter_namespaces(config, workdir, read_only, report, parent_death)
     else:
         for name in _NAMESPACE_LAYERS:
             report.add(name, False, "switched off by configuration", required=False)
-    if namespaces.lifeline < 0:
+    if not namespaces.pid:
         # Leave the caller's process group and session so that killpg() and
         # kill(0) aimed at the host's group cannot come from inside (a group
         # leader, as the zygote's children are, already has a group of its own).
@@ -589,7 +679,12 @@ def enter_sandbox(config: SandboxConfig, *, keep_fds: Sequence[int]) -> list[Lay
         f"cwd {_namespaces.SANDBOX_WORKDIR} (the workdir)" if rooted else f"cwd {workdir}",
     )
     _drop_privileges(namespaces, report)
-    _apply_rlimits(config, report, pid_one=namespaces.lifeline >= 0)
+    if not namespaces.pid:
+        # This process is still the caller's child, and the id switch reset
+        # its parent-death signal. (The program under an init needs none: the
+        # init's end ends it.)
+        parent_death.restore()
+    _apply_rlimits(config, report)
     if ruleset is not None:
         fd, abi = ruleset
         try:

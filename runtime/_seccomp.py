@@ -18,6 +18,15 @@ Decisions that the worker bootstrap relies on:
   way to create or connect a socket is denied.
 * ``kill``/``tkill``/``tgkill`` are allowed only when they target the worker's
   own pid, which is baked into the filter when it is built.
+* ``prctl`` is an allow list by option (:data:`ALLOWED_PRCTL_OPTIONS`): reads of
+  the process's own state and naming its own memory maps. Every option that
+  would loosen what was set up before the filter (the parent-death signal,
+  dumpable, a ptracer, becoming a child subreaper, no_new_privs and seccomp
+  themselves, the memory map, capabilities, speculation control, ...) fails
+  with ``EPERM``. ``arch_prctl`` (x86_64) likewise keeps only the thread-pointer
+  and CPU-feature options (:data:`ALLOWED_ARCH_PRCTL_OPTIONS`). ``setsid`` and
+  ``setpgid`` are denied: the worker cannot leave the process group and session
+  it was put in.
 
 Security warning: a wrong architecture (for example i386 ``int 0x80`` on
 x86_64) and the x32 ABI kill the process, since their syscall numbers differ
@@ -35,6 +44,8 @@ from collections.abc import Iterable, Mapping
 from typing import Final
 
 __all__ = [
+    "ALLOWED_ARCH_PRCTL_OPTIONS",
+    "ALLOWED_PRCTL_OPTIONS",
     "DENIED_SYSCALLS",
     "SYSCALL_TABLES",
     "SeccompUnavailableError",
@@ -106,6 +117,8 @@ _X86_64: Final[Mapping[str, int]] = {
     "syslog": 103,
     "setuid": 105,
     "setgid": 106,
+    "setpgid": 109,
+    "setsid": 112,
     "setreuid": 113,
     "setregid": 114,
     "setgroups": 116,
@@ -124,6 +137,8 @@ _X86_64: Final[Mapping[str, int]] = {
     "modify_ldt": 154,
     "pivot_root": 155,
     "_sysctl": 156,
+    "prctl": 157,
+    "arch_prctl": 158,
     "adjtimex": 159,
     "chroot": 161,
     "acct": 163,
@@ -226,9 +241,12 @@ _AARCH64: Final[Mapping[str, int]] = {
     "setresgid": 149,
     "setfsuid": 151,
     "setfsgid": 152,
+    "setpgid": 154,
+    "setsid": 157,
     "setgroups": 159,
     "sethostname": 161,
     "setdomainname": 162,
+    "prctl": 167,
     "settimeofday": 170,
     "adjtimex": 171,
     "mq_open": 180,
@@ -312,6 +330,63 @@ _COMMON: Final[Mapping[str, int]] = {
     "open_tree_attr": 467,
 }
 
+#: ``prctl`` options the worker may still use once the filter is in (the first
+#: argument, an ``int``); every other option fails with ``EPERM``. The process's
+#: own state may be read; the only change allowed is naming its own anonymous
+#: memory (``PR_SET_VMA``, which CPython and glibc may use for their arenas).
+ALLOWED_PRCTL_OPTIONS: Final[Mapping[str, int]] = {
+    "PR_GET_PDEATHSIG": 2,
+    "PR_GET_DUMPABLE": 3,
+    "PR_GET_UNALIGN": 5,
+    "PR_GET_KEEPCAPS": 7,
+    "PR_GET_FPEMU": 9,
+    "PR_GET_FPEXC": 11,
+    "PR_GET_TIMING": 13,
+    "PR_GET_NAME": 16,
+    "PR_GET_ENDIAN": 19,
+    "PR_GET_SECCOMP": 21,
+    "PR_CAPBSET_READ": 23,
+    "PR_GET_TSC": 25,
+    "PR_GET_SECUREBITS": 27,
+    "PR_GET_TIMERSLACK": 30,
+    "PR_MCE_KILL_GET": 34,
+    "PR_GET_CHILD_SUBREAPER": 37,
+    "PR_GET_NO_NEW_PRIVS": 39,
+    "PR_GET_TID_ADDRESS": 40,
+    "PR_GET_THP_DISABLE": 42,
+    "PR_GET_FP_MODE": 46,
+    "PR_SVE_GET_VL": 51,
+    "PR_GET_SPECULATION_CTRL": 52,
+    "PR_GET_TAGGED_ADDR_CTRL": 56,
+    "PR_GET_IO_FLUSHER": 58,
+    "PR_PAC_GET_ENABLED_KEYS": 61,
+    "PR_SME_GET_VL": 64,
+    "PR_GET_MDWE": 66,
+    "PR_GET_MEMORY_MERGE": 68,
+    "PR_GET_SHADOW_STACK_STATUS": 74,
+    "PR_GET_AUXV": 0x41555856,
+    "PR_SET_VMA": 0x53564D41,
+}
+
+#: ``arch_prctl`` options (x86_64) the worker may still use: the thread
+#: pointers glibc manages, and reads (or a request for permission to use) of
+#: CPU features. Denied: CPUID faulting, mapping a vDSO, tagged addresses and
+#: changes to the shadow stack, none of which CPython needs after start-up.
+ALLOWED_ARCH_PRCTL_OPTIONS: Final[Mapping[str, int]] = {
+    "ARCH_SET_GS": 0x1001,
+    "ARCH_SET_FS": 0x1002,
+    "ARCH_GET_FS": 0x1003,
+    "ARCH_GET_GS": 0x1004,
+    "ARCH_GET_CPUID": 0x1011,
+    "ARCH_GET_XCOMP_SUPP": 0x1021,
+    "ARCH_GET_XCOMP_PERM": 0x1022,
+    "ARCH_REQ_XCOMP_PERM": 0x1023,
+    "ARCH_GET_XCOMP_GUEST_PERM": 0x1024,
+    "ARCH_GET_UNTAG_MASK": 0x4001,
+    "ARCH_GET_MAX_TAG_BITS": 0x4003,
+    "ARCH_SHSTK_STATUS": 0x5005,
+}
+
 #: Syscall name -> number, per ``AUDIT_ARCH_*`` value.
 SYSCALL_TABLES: Final[Mapping[int, Mapping[str, int]]] = {
     AUDIT_ARCH_X86_64: {**_X86_64, **_COMMON},
@@ -349,6 +424,8 @@ DENIED_SYSCALLS: Final = frozenset(
         # identity changes: nothing is left to switch to
         "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid",
         "setfsuid", "setfsgid", "setgroups", "capset",
+        # leaving the process group and session the host kills
+        "setsid", "setpgid",
         # SysV and POSIX IPC: memory that outlives the worker and escapes RLIMIT_AS
         "shmget", "shmat", "shmctl", "shmdt", "msgget", "msgsnd", "msgrcv", "msgctl",
         "semget", "semop", "semctl", "semtimedop", "mq_open", "mq_unlink",
@@ -399,6 +476,18 @@ def _only_if_args_equal(nr: int, checks: Iterable[tuple[int, int]], otherwise: i
     return [_jump(_BPF_JEQ_K, nr, 0, len(body)), *body]
 
 
+def _only_if_arg_in(nr: int, index: int, values: Iterable[int], otherwise: int) -> list[bytes]:
+    """Allow ``nr`` when argument ``index`` is one of ``values``, else return ``otherwise``."""
+    values = list(values)
+    body = [_stmt(_BPF_LD_W_ABS, _arg_low(index))]
+    for position, value in enumerate(values):
+        # on a match jump over the remaining checks and the refusal to the ALLOW
+        body.append(_jump(_BPF_JEQ_K, value, len(values) - position, 0))
+    body.append(_stmt(_BPF_RET_K, otherwise))
+    body.append(_stmt(_BPF_RET_K, _RET_ALLOW))
+    return [_jump(_BPF_JEQ_K, nr, 0, len(body)), *body]
+
+
 def _deny_if_arg_in(nr: int, index: int, values: Iterable[int], answer: int) -> list[bytes]:
     """Return ``answer`` when argument ``index`` of ``nr`` is one of ``values``, else allow."""
     values = list(values)
@@ -437,6 +526,10 @@ def build_filter(arch: int, self_pid: int) -> bytes:
     prog += _only_if_args_equal(table["tkill"], [(0, self_pid)], eperm)
     prog += _only_if_args_equal(table["tgkill"], [(0, self_pid), (1, self_pid)], eperm)
     prog += _deny_if_arg_in(table["ioctl"], 1, (_TIOCSTI, _TIOCLINUX), eperm)
+    prog += _only_if_arg_in(table["prctl"], 0, sorted(ALLOWED_PRCTL_OPTIONS.values()), eperm)
+    if "arch_prctl" in table:
+        options = sorted(ALLOWED_ARCH_PRCTL_OPTIONS.values())
+        prog += _only_if_arg_in(table["arch_prctl"], 0, options, eperm)
     for name in sorted(DENIED_SYSCALLS):
         nr = table.get(name)
         if nr is not None:

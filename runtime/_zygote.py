@@ -12,12 +12,19 @@ sandboxed"). The zygote reaps every child and writes its raw wait status into
 the status pipe, then removes the work directory.
 
 It stays single-threaded: forking is only safe that way. When the control
-socket closes, it kills every child's process group, reaps them and exits.
+socket closes, it kills every child's process group, reaps them and exits. It
+is a child subreaper: the init of a killed worker's PID namespace is
+reparented to it and reaped here, not left to the machine's init.
+
+The sandbox layers, the import guard and (with ``restricted``) RestrictedPython
+are not optional: if the zygote cannot import them it does not start, and the
+host reports why (there is no fallback with fewer layers).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import importlib
 import importlib.util
@@ -29,6 +36,7 @@ import signal
 import socket
 import sys
 import tempfile
+import types
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -54,39 +62,8 @@ ZYGOTE_BOOT = (
 )
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
 _REQUEST_BYTES = 1 << 16
-
-
-class _LayerConfig:
-    """Stand-in for ``SandboxConfig`` when ``runtime._sandbox`` is unavailable."""
-
-    def __init__(self, **fields: Any) -> None:
-        self.__dict__.update(fields)
-
-
-def _load_sandbox() -> Any:
-    try:
-        return importlib.import_module("runtime._sandbox")
-    except ImportError:
-        return None
-
-
-def _fallback_enter(config: Any, keep_fds: Sequence[int]) -> list[list[Any]]:
-    """Limits only: what a worker gets when the sandbox module is missing."""
-    import resource
-
-    memory = int(config.memory_bytes)
-    cpu = max(1, int(-(-config.cpu_seconds // 1)))
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (config.max_open_files, config.max_open_files))
-    keep = {0, 1, 2, *keep_fds}
-    for fd in [int(name) for name in os.listdir("/proc/self/fd")]:
-        if fd not in keep:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-    os.chdir(config.workdir)
-    return [["rlimits", True, "address space, CPU time and open files"]]
 
 
 def _loop_fds(loop: Any) -> list[int]:
@@ -100,7 +77,7 @@ class _Zygote:
         ctl: socket.socket,
         tmp: str,
         settings: WorkerSettings,
-        sandbox: Any,
+        sandbox: types.ModuleType,
     ) -> None:
         self.ctl = ctl
         self.tmp = tmp
@@ -109,13 +86,7 @@ class _Zygote:
         self.children: dict[int, tuple[int, str]] = {}
         self.pid = os.getpid()
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self.libc: Any = None
-        try:
-            import ctypes
-
-            self.libc = ctypes.CDLL(None, use_errno=True)
-        except (ImportError, OSError):
-            self.libc = None
+        self.libc = ctypes.CDLL(None, use_errno=True)
 
     def serve(self) -> NoReturn:
         signal.signal(signal.SIGCHLD, lambda signum, frame: None)
@@ -167,14 +138,18 @@ class _Zygote:
 
     def shutdown(self) -> NoReturn:
         for pid in self.children:
-            with contextlib.suppress(OSError):
-                os.killpg(pid, signal.SIGKILL)
+            _kill_worker(pid)
         signal.set_wakeup_fd(-1)
-        for pid, (status_w, workdir) in self.children.items():
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
-            os.close(status_w)
-            shutil.rmtree(workdir, ignore_errors=True)
+        # Every child, and the inits reparented here as their supervisors die.
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+            entry = self.children.pop(pid, None)
+            if entry is not None:
+                os.close(entry[0])
+                shutil.rmtree(entry[1], ignore_errors=True)
         os._exit(0)
 
     def fork(self, request: dict[str, Any]) -> None:
@@ -217,8 +192,9 @@ class _Zygote:
             os.setpgid(0, 0)
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            if self.libc is not None:
-                self.libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            # (enter_sandbox sets it again after each credential change.)
+            if self.libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+                os._exit(EXIT_INTERNAL)
             if os.getppid() != self.pid:
                 os._exit(EXIT_INTERNAL)  # the zygote died before the death signal was set
             null = os.open(os.devnull, os.O_RDWR)
@@ -244,16 +220,11 @@ class _Zygote:
             "landlock": request["landlock"],
             "strict": request["strict"],
         }
-        if self.sandbox is None:
-            if request["strict"]:
-                raise _SandboxMissing("the sandbox layers are not available (strict mode)")
-            return _fallback_enter(_LayerConfig(**fields), keep)
         statuses = self.sandbox.enter_sandbox(self.sandbox.SandboxConfig(**fields), keep_fds=keep)
         return [[status.name, status.active, status.detail] for status in statuses]
 
     def report_failure(self, sock: socket.socket, exc: BaseException) -> None:
-        sandbox_error = getattr(self.sandbox, "SandboxError", _SandboxMissing)
-        if isinstance(exc, sandbox_error | _SandboxMissing):
+        if isinstance(exc, self.sandbox.SandboxError):
             message = f"sandbox: {exc}"
         else:
             message = f"the worker could not be set up: {type(exc).__name__}: {exc}"
@@ -263,14 +234,39 @@ class _Zygote:
             sock.sendall(encode_frame({"type": "error", "kind": "sandbox", "message": message}))
 
 
-class _SandboxMissing(Exception):
-    pass
+def _kill_worker(pid: int) -> None:
+    """SIGKILL a worker's process group, or the worker alone if it left the group."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 def _preimport(names: Sequence[str]) -> None:
+    """Import the modules programs may use, where this interpreter has them."""
     for name in names:
         with contextlib.suppress(Exception):
             importlib.import_module(name)
+
+
+def _load_layers(restricted: bool) -> types.ModuleType:
+    """Import the sandbox and the language layers; any failure is the zygote's end."""
+    sandbox = importlib.import_module("runtime._sandbox")
+    importlib.import_module("runtime._imports")
+    if restricted:
+        importlib.import_module("runtime._restricted")
+    return sandbox
+
+
+def _refuse_to_start(ctl: socket.socket, exc: BaseException) -> NoReturn:
+    """Tell the host why the zygote cannot serve (instead of "ready"), and exit."""
+    reason = f"{type(exc).__name__}: {exc}"
+    with contextlib.suppress(OSError):
+        ctl.send(orjson.dumps({"error": f"the sandbox cannot be set up: {reason}"[:2000]}))
+    os._exit(EXIT_INTERNAL)
 
 
 def main(options_json: str) -> NoReturn:
@@ -285,20 +281,21 @@ def main(options_json: str) -> NoReturn:
         allowed_modules=(None if options["allowed"] is None else frozenset(options["allowed"])),
         restricted=options["restricted"],
     )
-    sandbox = _load_sandbox()
-    internal = ["runtime._imports"]
-    if settings.restricted:
-        internal.append("runtime._restricted")
-    _preimport([*internal, *options["preimport"]])
-    warm_paths = getattr(sandbox, "python_paths", None)
-    if warm_paths is not None:
+    ctl = socket.socket(fileno=options["fd"])
+    try:
+        sandbox = _load_layers(settings.restricted)
+        _preimport(options["preimport"])
         # After the imports, so every mapped library is seen: fills the cache once
         # for every fork instead of each worker re-reading /proc/self/maps.
-        warm_paths()
+        sandbox.python_paths()
+        # Workers' orphans (the inits of killed workers' namespaces) come back here.
+        if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "PR_SET_CHILD_SUBREAPER refused")
+    except BaseException as exc:  # whatever it is, the host must hear of it
+        _refuse_to_start(ctl, exc)
     # Everything the worker may import is loaded now: later imports (the
     # program's, through the allow-list) only ever see the standard library.
     sys.path[:] = stdlib_path
-    ctl = socket.socket(fileno=options["fd"])
     zygote = _Zygote(ctl, options["tmp"], settings, sandbox)
     gc.collect()
     gc.freeze()  # children then share the zygote's heap pages instead of copying them
