@@ -131,6 +131,15 @@ def run_command(
     runtime: Annotated[
         str, typer.Option("--runtime", help="Worker kind: subprocess (default) or pyodide.")
     ] = "subprocess",
+    isolation: Annotated[
+        str,
+        typer.Option(
+            "--isolation",
+            help="strict (default): refuse to run where an OS isolation layer is missing; "
+            "best-effort: run with the layers this machine has (an explicit opt-in, "
+            "reported in the result's events).",
+        ),
+    ] = "strict",
     mode: Annotated[
         str, typer.Option("--mode", help="Executor mode: code (default) or both.")
     ] = "code",
@@ -165,6 +174,7 @@ def run_command(
     options = RunOptions(
         scope=scope,
         runtime=runtime,
+        isolation=isolation,
         mode=mode,
         max_parallel=max_parallel,
         timeout=timeout,

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -25,7 +27,7 @@ from registry import (
     ToolRunContext,
     text_block,
 )
-from runtime import Limits, Runtime, get_runtime
+from runtime import Isolation, Limits, Runtime, get_runtime
 from sdkgen import render_sdk
 
 from ._bridge import Bridge
@@ -70,6 +72,9 @@ CODE_ONLY_RULE = (
     "Only `run_code` is callable directly. Every other tool is reachable only from inside a "
     '`run_code` program, as `await tools.<name>(args)` (or `tools["<name>"](args)`).'
 )
+# The isolation of the run a ``run_code`` call made, handed from the call's body
+# (which the pipeline may run in a task of its own) back to the call that reports it.
+_RUN_ISOLATION: ContextVar[list[Isolation] | None] = ContextVar("ptc_run_isolation", default=None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,6 +108,11 @@ class CodeExecutor:
     Args:
         registry: the tools and their policy.
         runtime: ``"subprocess"`` (default), ``"pyodide"`` or a :class:`Runtime`.
+        isolation: for a runtime created by name: ``"strict"`` (the default: no
+            run without every protective layer) or the explicit opt-in
+            ``"best-effort"`` (see ``runtime.get_runtime``). Each ``run_code``
+            result's ``meta["isolation"]`` and ``tool/result`` event say what
+            isolation the run had.
         mode: ``"code"`` (only ``run_code`` is callable), ``"both"`` or ``"native"``.
         max_parallel_sub_calls: how many concurrency-safe sub-calls of one program
             may overlap (``1`` = serial).
@@ -117,6 +127,7 @@ class CodeExecutor:
         registry: ToolRegistry,
         *,
         runtime: str | Runtime = "subprocess",
+        isolation: Literal["strict", "best-effort"] | None = None,
         mode: Mode = "code",
         max_parallel_sub_calls: int = 10,
         max_parallel_tool_calls: int = 10,
@@ -134,6 +145,16 @@ class CodeExecutor:
                 raise ExecutorConfigError(f"{label} must be a positive integer, got {value!r}")
         if not isinstance(runtime, str | Runtime):
             raise ExecutorConfigError(f"runtime must be a name or a Runtime, got {runtime!r}")
+        if isolation not in (None, "strict", "best-effort"):
+            raise ExecutorConfigError(
+                f"isolation must be 'strict' or 'best-effort', got {isolation!r}"
+            )
+        if isolation is not None and isinstance(runtime, Runtime):
+            raise ExecutorConfigError(
+                "isolation applies to a runtime the executor creates by name; "
+                "pass it to the runtime's own constructor instead"
+            )
+        self.isolation = isolation
         self.registry = registry
         self.mode: Mode = mode
         self.max_parallel_sub_calls = max_parallel_sub_calls
@@ -271,8 +292,22 @@ class CodeExecutor:
     ) -> ToolResult:
         arguments = call.arguments
         emit(self.on_event, call_event(call.call_id, call.name, arguments))
-        result = await self._dispatch_outer(call, scope, signal)
-        emit(self.on_event, result_event(call.call_id, call.name, result))
+        reported: list[Isolation] = []
+        token = _RUN_ISOLATION.set(reported)
+        try:
+            result = await self._dispatch_outer(call, scope, signal)
+        finally:
+            _RUN_ISOLATION.reset(token)
+        event = result_event(call.call_id, call.name, result)
+        if reported:
+            # Metadata for the caller's logs; the model-facing content is unchanged.
+            isolation = reported[-1].to_json()
+            event["isolation"] = isolation
+            if result.meta is None or isinstance(result.meta, dict):
+                result = dataclasses.replace(
+                    result, meta={**(result.meta or {}), "isolation": isolation}
+                )
+        emit(self.on_event, event)
         return result
 
     async def _dispatch_outer(
@@ -317,6 +352,9 @@ class CodeExecutor:
                 )
             finally:
                 bridge.settle()
+        reported = _RUN_ISOLATION.get()
+        if reported is not None:
+            reported.append(outcome.isolation)
         for context in bridge.deferred_contexts():
             ctx.defer_context(context)
         if not outcome.ok:
@@ -329,7 +367,10 @@ class CodeExecutor:
     async def _ensure_runtime(self) -> Runtime:
         if self._runtime is None:
             assert isinstance(self._runtime_spec, str)
-            self._runtime = get_runtime(self._runtime_spec)
+            if self.isolation is None:
+                self._runtime = get_runtime(self._runtime_spec)
+            else:
+                self._runtime = get_runtime(self._runtime_spec, isolation=self.isolation)
         return self._runtime
 
     async def aclose(self) -> None:

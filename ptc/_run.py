@@ -21,6 +21,7 @@ __all__ = ["RunOptions", "run_program"]
 class RunOptions:
     scope: str | None = None
     runtime: str = "subprocess"
+    isolation: str = "strict"
     mode: str = "code"
     max_parallel: int = 10
     timeout: float | None = None
@@ -40,8 +41,10 @@ def run_program(registry: ToolRegistry, code: str, options: RunOptions) -> int:
         raise ValueError("--max-parallel must be at least 1")
     if options.timeout is not None and not options.timeout > 0:
         raise ValueError("--timeout must be positive")
+    if options.isolation not in ("strict", "best-effort"):
+        raise ValueError(f"--isolation must be strict or best-effort, got {options.isolation!r}")
     try:
-        runtime = get_runtime(options.runtime)
+        runtime = get_runtime(options.runtime, isolation=options.isolation)  # type: ignore[arg-type]
     except RuntimeBackendError as exc:
         raise ValueError(str(exc)) from exc
     limits = Limits() if options.timeout is None else Limits(timeout=options.timeout)

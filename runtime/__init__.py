@@ -6,6 +6,8 @@
 from ._base import CallTool as CallTool
 from ._base import CancelSignal as CancelSignal
 from ._base import FailureKind as FailureKind
+from ._base import Isolation as Isolation
+from ._base import IsolationMode as IsolationMode
 from ._base import Limits as Limits
 from ._base import RunOutcome as RunOutcome
 from ._base import Runtime as Runtime
@@ -27,6 +29,8 @@ __all__ = [
     "CancelSignal",
     "FailureKind",
     "InstallError",
+    "Isolation",
+    "IsolationMode",
     "LayerStatus",
     "Limits",
     "PyodideRuntime",

@@ -7,7 +7,10 @@ binding call is answered by the caller-supplied ``call_tool``.
 
 Security warning: the program is hostile. A backend must never let it reach
 host objects, files, network, environment or processes, and must enforce every
-:class:`Limits` field on the host side as well as in the worker.
+:class:`Limits` field on the host side as well as in the worker. It fails
+closed: without a protective layer it refuses to run (outcome ``sandbox``)
+unless the caller chose ``best-effort`` explicitly, and every outcome says what
+isolation the run had (:class:`Isolation`).
 """
 
 from __future__ import annotations
@@ -15,12 +18,15 @@ from __future__ import annotations
 import abc
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeAlias
+from typing import Any, Final, Literal, Protocol, TypeAlias
 
 __all__ = [
+    "NO_ISOLATION",
     "CallTool",
     "CancelSignal",
     "FailureKind",
+    "Isolation",
+    "IsolationMode",
     "Limits",
     "RunOutcome",
     "Runtime",
@@ -40,7 +46,47 @@ FailureKind: TypeAlias = Literal[
     "sandbox",
 ]
 
+#: How a backend treats a protective layer it cannot have: ``strict`` refuses to
+#: run (the outcome is ``sandbox``), ``best-effort`` runs with the layers there
+#: are (chosen explicitly), ``none`` means no isolation at all (a test fake).
+IsolationMode: TypeAlias = Literal["strict", "best-effort", "none"]
+
 MiB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Isolation:
+    """The isolation one run had, for the caller to log or check.
+
+    Attributes:
+        mode: ``"strict"`` (the default of every backend: a run starts only with
+            every layer the machine must provide), ``"best-effort"`` (an explicit
+            opt-in: the run went ahead without the layers in ``missing``) or
+            ``"none"`` (no isolation: an in-process fake, or a backend that
+            does not report it).
+        runtime: the backend's registry name (``"subprocess"``, ``"pyodide"``).
+        missing: layers this machine could not provide (only ever non-empty
+            in ``best-effort`` mode); ``ptc doctor`` says why.
+        off: layers switched off by configuration (``layers=`` of the backend).
+    """
+
+    mode: IsolationMode
+    runtime: str = ""
+    missing: tuple[str, ...] = ()
+    off: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (``mode``, ``runtime``, ``missing``, ``off``) for logs and events."""
+        return {
+            "mode": self.mode,
+            "runtime": self.runtime,
+            "missing": list(self.missing),
+            "off": list(self.off),
+        }
+
+
+#: What an outcome says when its backend did not report its isolation: nothing is claimed.
+NO_ISOLATION: Final = Isolation(mode="none")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,6 +170,8 @@ class RunOutcome:
         message: for a failure, what a model can act on (for ``exception``: type,
             message and a traceback in the program's own line numbers).
         tool_calls: how many tool calls the program made.
+        isolation: the isolation the run had (its mode, and the layers it ran
+            without); :data:`NO_ISOLATION` unless the backend reports it.
     """
 
     logs: list[str] = field(default_factory=list)
@@ -132,6 +180,7 @@ class RunOutcome:
     kind: FailureKind | None = None
     message: str = ""
     tool_calls: int = 0
+    isolation: Isolation = NO_ISOLATION
 
     @property
     def ok(self) -> bool:

@@ -310,7 +310,8 @@ class _Session:
                     if self.outcome is None:  # (not ended from outside)
                         self.decide(await self.lost())
                     return
-                frame = cast("dict[str, Any]", parse_worker_frame(payload))
+                # Kept on the worker: the runtime reports the layers it names.
+                frame = self.worker.greeting = cast("dict[str, Any]", parse_worker_frame(payload))
             if frame["type"] == "error" and frame["kind"] == "sandbox":
                 self.decide(self.failure("sandbox", frame["message"]))
                 return

@@ -1,34 +1,95 @@
 """The CPython backend: each run in a fresh, sandboxed, forked worker process.
 
 Security warning: the program is hostile. Isolation comes from the OS layers of
-``runtime._sandbox`` (namespaces, seccomp, Landlock, rlimits, uid drop), an
-import allow-list and, with ``restricted=True``, RestrictedPython. A layer the
-machine cannot provide is skipped unless ``strict=True`` (then the run ends as
-``sandbox``); ``ptc doctor`` lists what is active. Limits are enforced by the
-host as well, so a worker that ignores them is killed.
+``runtime._sandbox`` (namespaces, seccomp, Landlock, rlimits, uid drop); the
+import allow-list and, with ``restricted=True``, RestrictedPython are language
+conveniences on top, not a boundary. The backend fails closed: where the machine
+lacks an OS layer, a run ends as ``sandbox`` with a message that names the
+layer, unless the caller chose ``isolation="best-effort"`` explicitly (then
+every outcome lists the layers it ran without). ``ptc doctor`` lists what the
+machine provides. Limits are enforced by the host as well, so a worker that
+ignores them is killed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import math
 import sys
-from collections.abc import Collection, Iterable, Sequence
-from typing import Final, Literal
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any, Final, Literal, TypeAlias
 
-from ._base import CallTool, CancelSignal, Limits, RunOutcome, Runtime, checked_run_arguments
+from ._base import (
+    CallTool,
+    CancelSignal,
+    Isolation,
+    Limits,
+    RunOutcome,
+    Runtime,
+    checked_run_arguments,
+)
 from ._bootstrap import compile_for_worker
 from ._deadlines import Deadlines
+from ._imports import DEFAULT_ALLOWED_MODULES
 from ._pool import SandboxKey, WorkerPool
 from ._runners import CallRunners, enter_services
 from ._session import drive_run
 
-__all__ = ["LAYERS", "Layer", "SubprocessRuntime"]
+__all__ = ["LAYERS", "Layer", "SubprocessIsolation", "SubprocessRuntime"]
 
 Layer = Literal["namespaces", "seccomp", "landlock"]
 #: The optional OS layers; every one is on unless ``layers`` says otherwise.
 LAYERS: Final[frozenset[str]] = frozenset({"namespaces", "seccomp", "landlock"})
+#: ``strict`` (the default) refuses to run without an OS layer the machine
+#: lacks; ``best-effort`` runs with the layers there are and says so.
+SubprocessIsolation: TypeAlias = Literal["strict", "best-effort"]
+_ISOLATION_MODES: Final = ("strict", "best-effort")
+# The layers (as ``ptc doctor`` names them) each optional layer stands for.
+_LAYER_STATUSES: Final[Mapping[str, tuple[str, ...]]] = {
+    "namespaces": (
+        "user-namespace",
+        "mount-namespace",
+        "network-namespace",
+        "pid-namespace",
+        "ipc-namespace",
+        "uts-namespace",
+    ),
+    "landlock": ("landlock",),
+    "seccomp": ("seccomp",),
+}
+_WAYS_OUT: Final = (
+    "`ptc doctor` lists the layers and why each is missing. Ways out: the Pyodide "
+    'worker (runtime "pyodide", `ptc run --runtime pyodide`), which needs none of '
+    'these kernel features, or an explicit SubprocessRuntime(isolation="best-effort") '
+    "(`ptc run --isolation best-effort`), which runs with the layers this machine has "
+    "and lists the missing ones in every outcome."
+)
+_WAYS_OUT_BEST_EFFORT: Final = (
+    '`ptc doctor` lists the layers. The Pyodide worker (runtime "pyodide") needs '
+    "none of these kernel features."
+)
+
+
+def _missing_layers(greeting: Mapping[str, Any] | None, off: tuple[str, ...]) -> tuple[str, ...]:
+    """The layers a worker's ``ready`` frame reports inactive, but for those ``off``.
+
+    (No ``ready`` frame: the worker never read the program, nothing ran.)
+    """
+    layers = greeting.get("layers") if greeting is not None else None
+    if greeting is None or greeting.get("type") != "ready" or not isinstance(layers, list):
+        return ()
+    return tuple(
+        str(layer[0])
+        for layer in layers
+        if isinstance(layer, list)
+        and len(layer) >= 2
+        and layer[1] is not True
+        and layer[0] not in off
+    )
+
+
 _MAX_OPEN_FILES: Final = 64
 # Modules the bootstrap itself needs in every worker.
 _BOOTSTRAP_MODULES: Final = ("asyncio",)
@@ -40,14 +101,6 @@ _HOST_COMPILE_MAX_CHARS: Final = 16_384
 _COMPILED_PROGRAMS_KEPT: Final = 64
 
 
-def _default_allowed_modules() -> frozenset[str] | None:
-    try:
-        from ._imports import DEFAULT_ALLOWED_MODULES
-    except ImportError:
-        return None
-    return frozenset(DEFAULT_ALLOWED_MODULES)
-
-
 class SubprocessRuntime(Runtime):
     """Run programs in forked CPython workers from a warm zygote.
 
@@ -56,10 +109,16 @@ class SubprocessRuntime(Runtime):
         allowed_modules: top-level modules a program may import; ``None`` means
             the safe standard-library default of ``runtime._imports``.
         restricted: also compile programs with RestrictedPython.
-        strict: refuse to run (outcome ``sandbox``) when an OS layer is missing.
+        isolation: ``"strict"`` (the default) fails closed: a run on a machine
+            without one of the OS layers ends as ``sandbox``, with a message
+            naming the layer and the ways out. ``"best-effort"`` is the
+            explicit opt-in to run with the layers the machine has; each
+            outcome's :attr:`~runtime.RunOutcome.isolation` lists the missing ones.
         spares: pre-forked, already sandboxed workers kept ready.
         layers: the optional OS layers to use (``None``: all of
-            ``namespaces``, ``seccomp``, ``landlock``; ``()``: none, for tests).
+            ``namespaces``, ``seccomp``, ``landlock``; ``()``: none, for tests
+            and debugging). A layer left out is off by configuration: it never
+            fails a run, and every outcome lists it in ``isolation.off``.
             Limits (rlimits) always apply.
         python: the interpreter that runs the zygote.
 
@@ -76,7 +135,7 @@ class SubprocessRuntime(Runtime):
         limits: Limits | None = None,
         allowed_modules: Iterable[str] | None = None,
         restricted: bool = False,
-        strict: bool = False,
+        isolation: SubprocessIsolation = "strict",
         spares: int = 2,
         layers: Collection[Layer] | None = None,
         python: str | None = None,
@@ -85,20 +144,28 @@ class SubprocessRuntime(Runtime):
         unknown = chosen - LAYERS
         if unknown:
             raise ValueError(f"unknown sandbox layers: {sorted(unknown)}")
+        if isolation not in _ISOLATION_MODES:
+            raise ValueError(f"isolation must be 'strict' or 'best-effort', got {isolation!r}")
         if spares < 0:
             raise ValueError(f"spares must be >= 0, got {spares}")
         self._limits = limits if limits is not None else Limits()
         self._layers = chosen
-        self._strict = strict
+        self._strict = isolation == "strict"
+        self._off = tuple(
+            status
+            for layer, statuses in _LAYER_STATUSES.items()
+            if layer not in chosen
+            for status in statuses
+        )
+        # Strict runs have every layer that is not off, so they share one value.
+        self._isolation = Isolation(mode=isolation, runtime=self.name, off=self._off)
         self._default_key = self._key(self._limits)
         # The marshalled code object only: every worker loads its own copy.
         self._compile = functools.lru_cache(maxsize=_COMPILED_PROGRAMS_KEPT)(
             functools.partial(compile_for_worker, restricted=restricted)
         )
-        allowed = (
-            _default_allowed_modules() if allowed_modules is None else frozenset(allowed_modules)
-        )
-        preimport = sorted({*(allowed or ()), *_BOOTSTRAP_MODULES})
+        allowed = frozenset(DEFAULT_ALLOWED_MODULES if allowed_modules is None else allowed_modules)
+        preimport = sorted({*allowed, *_BOOTSTRAP_MODULES})
         self._pool = WorkerPool(
             python=python or sys.executable,
             allowed_modules=allowed,
@@ -118,6 +185,11 @@ class SubprocessRuntime(Runtime):
     def limits(self) -> Limits:
         """The default limits of a run."""
         return self._limits
+
+    @property
+    def isolation(self) -> SubprocessIsolation:
+        """The isolation mode runs get: ``"strict"`` unless ``"best-effort"`` was chosen."""
+        return "strict" if self._strict else "best-effort"
 
     def _key(self, limits: Limits) -> SandboxKey:
         return SandboxKey(
@@ -146,7 +218,8 @@ class SubprocessRuntime(Runtime):
         names = checked_run_arguments(code, tool_names)
         limits = limits if limits is not None else self._limits
         if cancel is not None and cancel.aborted:
-            return RunOutcome.failure("cancelled", "the run was cancelled before it started")
+            outcome = RunOutcome.failure("cancelled", "the run was cancelled before it started")
+            return dataclasses.replace(outcome, isolation=self._isolation)
         key = self._default_key if limits is self._limits else self._key(limits)
         worker = await self._pool.acquire(key)
         compile_program = (
@@ -155,7 +228,7 @@ class SubprocessRuntime(Runtime):
             else None
         )
         try:
-            return await drive_run(
+            outcome = await drive_run(
                 worker,
                 code=code,
                 tool_names=names,
@@ -169,6 +242,26 @@ class SubprocessRuntime(Runtime):
             )
         finally:
             self._pool.release(worker)
+        return self._reported(outcome, worker.greeting)
+
+    def _reported(self, outcome: RunOutcome, greeting: Mapping[str, Any] | None) -> RunOutcome:
+        """``outcome`` with the isolation the run had, and a refusal's ways out.
+
+        ``greeting`` is the worker's first frame, sent before it read the
+        program: its sandbox report (``ready``), or why it did not enter the
+        sandbox (``error``: the run ended as ``sandbox`` without running).
+        """
+        if greeting is not None and greeting.get("type") == "error":
+            if outcome.kind != "sandbox":
+                return dataclasses.replace(outcome, isolation=self._isolation)
+            ways_out = _WAYS_OUT if self._strict else _WAYS_OUT_BEST_EFFORT
+            message = f"{outcome.message.rstrip().rstrip('.')}. {ways_out}"
+            return dataclasses.replace(outcome, message=message, isolation=self._isolation)
+        missing = _missing_layers(greeting, self._off)
+        isolation = (
+            dataclasses.replace(self._isolation, missing=missing) if missing else self._isolation
+        )
+        return dataclasses.replace(outcome, isolation=isolation)
 
     async def aclose(self) -> None:
         await self._pool.aclose()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -288,3 +289,61 @@ def test_run_examples_on_the_pyodide_worker(program: str, expected: object) -> N
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert json.loads(out.stdout)["value"]["result"] == expected
+
+
+# --------------------------------------------------------------------------- fail closed, the language layer
+
+DENY_SYSCALLS = ROOT / "tests" / "runtime" / "deny_syscalls.py"
+
+
+def test_doctor_says_the_worker_fails_closed_and_what_the_allow_list_is() -> None:
+    out = ptc("doctor")
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert 'fail closed: isolation="strict" (the default)' in text
+    assert re.search(r"here   all \d+ layers active", text)
+    # The language layer is its own section, and says what it is not.
+    assert "language layer (a convenience, not a security boundary)" in text
+    assert "the OS layers above are the boundary" in text
+    os_section = text.split("language layer")[0]
+    assert "import allow-list" not in os_section
+
+
+def test_doctor_on_a_host_without_user_namespaces_names_them_and_the_ways_out() -> None:
+    out = subprocess.run(
+        [sys.executable, str(DENY_SYSCALLS), "namespaces", "--", "-m", "ptc", "doctor", "--strict"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "user-namespace     UNAVAILABLE  unshare refused" in out.stdout
+    assert "MISSING: user-namespace, mount-namespace" in out.stdout
+    assert "Runs end as `sandbox` on this machine" in out.stdout
+    assert 'isolation="best-effort"' in out.stdout and "Pyodide worker" in out.stdout
+
+
+@pytest.mark.parametrize("isolation", [None, "best-effort"])
+def test_run_reports_the_isolation_in_its_result_event(isolation: str | None) -> None:
+    extra = [] if isolation is None else ["--isolation", isolation]
+    out = ptc("run", "-", "--tools", "examples/tools.py", "--json", *extra, stdin="return 1")
+    assert out.returncode == 0, out.stderr
+    payload = json.loads(out.stdout)
+    assert payload["content"] == [{"type": "text", "text": "1"}]
+    assert payload["events"][-1]["isolation"] == {
+        "mode": isolation or "strict",
+        "runtime": "subprocess",
+        "missing": [],
+        "off": [],
+    }
+
+
+def test_run_rejects_an_isolation_the_runtime_does_not_offer() -> None:
+    out = ptc("run", "-", "--tools", "examples/tools.py", "--isolation", "none", stdin="return 1")
+    assert out.returncode == 2 and "--isolation must be strict or best-effort" in out.stderr
+    out = ptc(
+        "run", "-", "--tools", "examples/tools.py", "--runtime", "pyodide",
+        "--isolation", "best-effort", stdin="return 1",
+    )  # fmt: skip
+    assert out.returncode == 2 and "is for the subprocess runtime" in out.stderr

@@ -622,7 +622,7 @@ async def test_no_spares_and_own_limits() -> None:
 
 
 async def test_strict_runs_or_refuses() -> None:
-    async with SubprocessRuntime(strict=True) as backend:
+    async with SubprocessRuntime(isolation="strict") as backend:
         outcome = await backend.run("return 3", tool_names=[], call_tool=ToolBox())
     assert outcome.result == 3 or outcome.kind == "sandbox"
 
