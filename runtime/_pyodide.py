@@ -21,6 +21,8 @@ is the one that still holds.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,7 +33,8 @@ import anyio
 from ._base import CallTool, CancelSignal, Limits, RunOutcome, Runtime, checked_run_arguments
 from ._deadlines import Deadlines
 from ._exceptions import WorkerStartError
-from ._pyodide_assets import PyodideInstall, locate_pyodide
+from ._pool import ExitStatus
+from ._pyodide_assets import PROGRAM_MODULE, WORKER_DIR, PyodideInstall, locate_pyodide
 from ._pyodide_worker import DenoWorker, WorkerProfile
 from ._runners import CallRunners, enter_services
 from ._session import drive_run
@@ -43,9 +46,16 @@ _START_TIMEOUT: Final = 60.0
 _MEMORY_POLL: Final = 0.05
 #: Deno, V8 and the compiled Pyodide module, on top of the program's memory.
 _BASE_RSS: Final = 384 * 1024 * 1024
-# What V8 prints when it aborts for lack of memory (heap limit or RLIMIT_DATA).
-_OOM_MARKERS: Final = ("out of memory", "Out of memory")
-_STDERR_IN_MESSAGE: Final = 600
+#: How V8 ends the process on a fatal out-of-memory error (its heap limit, or an
+#: allocation refused under ``RLIMIT_DATA``): an immediate crash, ``int3`` on
+#: x86-64 and ``brk`` on arm64. The program cannot raise it: Deno grants no way
+#: to signal a process, and the lockdown leaves no Deno or Node API to try.
+_V8_OUT_OF_MEMORY: Final = signal.SIGTRAP
+#: The tail of Deno's stderr shown with a crash, as captured output (UTF-8 bytes).
+_STDERR_SHOWN: Final = 2048
+#: Marks each line of Deno's stderr among the captured output: whatever the
+#: program wrote there (``console.*``), never the host's own words.
+STDERR_LABEL: Final = "[stderr] "
 
 
 class PyodideRuntime(Runtime):
@@ -56,6 +66,11 @@ class PyodideRuntime(Runtime):
         spares: Deno processes with a fresh Pyodide already loaded, kept ready.
         cache_dir: where ``ptc runtime install pyodide`` put the assets
             (default ``$PTC_CACHE_DIR`` or ``~/.cache/ptc-runner``).
+        lockdown: strip the JS realm before the program runs (no ``Deno``
+            namespace, web storage, workers, network or host information).
+            ``False`` leaves Deno's permissions as the only wall inside the
+            process, which each worker then reports as a layer switched off;
+            meant for proving that those permissions hold by themselves.
 
     Raises:
         PyodideNotInstalledError: Deno or the pinned Pyodide assets are missing
@@ -75,11 +90,13 @@ class PyodideRuntime(Runtime):
         limits: Limits | None = None,
         spares: int = 1,
         cache_dir: str | Path | None = None,
+        lockdown: bool = True,
     ) -> None:
         if spares < 0:
             raise ValueError(f"spares must be >= 0, got {spares}")
         self._limits = limits if limits is not None else Limits()
         self._spare_count = spares
+        self._lockdown = lockdown
         self._install: PyodideInstall = locate_pyodide(
             Path(cache_dir) if cache_dir is not None else None
         )
@@ -106,9 +123,15 @@ class PyodideRuntime(Runtime):
         """The Deno binary, assets and snapshot this runtime starts workers from."""
         return self._install
 
-    @staticmethod
-    def _profile(limits: Limits) -> WorkerProfile:
-        return WorkerProfile.for_limits(limits.memory_bytes, limits.max_message_bytes)
+    @property
+    def lockdown(self) -> bool:
+        """Whether workers strip the JS realm before the program runs."""
+        return self._lockdown
+
+    def _profile(self, limits: Limits) -> WorkerProfile:
+        return WorkerProfile.for_limits(
+            limits.memory_bytes, limits.max_message_bytes, lockdown=self._lockdown
+        )
 
     async def start(self) -> None:
         """Start the spares now (they load Pyodide in the background)."""
@@ -213,9 +236,11 @@ class PyodideRuntime(Runtime):
         if cancel is not None and cancel.aborted:
             return RunOutcome.failure("cancelled", "the run was cancelled before it started")
         if waiting.cancelled_caught:
-            detail = worker.stderr_text().strip()[-_STDERR_IN_MESSAGE:]
+            logs = _stderr_lines(worker, self._install, limits.max_output_bytes)
             return RunOutcome.failure(
-                "crashed", f"the Pyodide worker did not start within {_START_TIMEOUT:g} s\n{detail}"
+                "crashed",
+                f"the Pyodide worker did not start within {_START_TIMEOUT:g} s{_see_stderr(logs)}",
+                logs=logs,
             )
         worker.limit_cpu(limits.cpu_seconds)
         worker.limit_memory(limits.memory_bytes)
@@ -233,8 +258,11 @@ class PyodideRuntime(Runtime):
                 deadlines=self._deadlines,
             )
             watchers.cancel_scope.cancel()
-        if outcome.kind == "crashed":
-            return _explain_crash(worker, outcome)
+        if not worker.finished and outcome.kind in ("crashed", "memory", "timeout"):
+            # No final frame: the session judged the worker's end (its exit
+            # status, or a run ended from outside). Deno's exit code means
+            # nothing the host defined, and the process's own evidence is here.
+            return await _explain_end(worker, outcome, limits, self._install)
         return outcome
 
 
@@ -249,15 +277,93 @@ async def _watch_memory(worker: DenoWorker, memory_bytes: int) -> None:
         await anyio.sleep(_MEMORY_POLL)
 
 
-def _explain_crash(worker: DenoWorker, outcome: RunOutcome) -> RunOutcome:
-    stderr = worker.stderr_text()
-    if worker.memory_exceeded or any(marker in stderr for marker in _OOM_MARKERS):
+async def _explain_end(
+    worker: DenoWorker, outcome: RunOutcome, limits: Limits, install: PyodideInstall
+) -> RunOutcome:
+    """The outcome of a run whose worker ended without a final frame, from the host's evidence.
+
+    ``memory`` only from what the program cannot forge: the host's own
+    resident-memory watchdog, the peak resident memory the kernel reports, or
+    V8's out-of-memory crash (:data:`_V8_OUT_OF_MEMORY`). Deno's exit code and
+    stderr decide nothing: a worker that ended otherwise ``crashed``, in the
+    host's words, and what it wrote to stderr follows the captured output as
+    lines marked :data:`STDERR_LABEL` (the host's own paths replaced), within
+    the output limit.
+    """
+    status = await worker.wait_status(0)
+    ceiling = limits.memory_bytes + _BASE_RSS
+    out_of_memory = worker.memory_exceeded
+    if status is not None and not out_of_memory:
+        out_of_memory = status.max_rss_bytes > ceiling or (
+            os.WIFSIGNALED(status.status) and os.WTERMSIG(status.status) == _V8_OUT_OF_MEMORY
+        )
+    if out_of_memory:
         return RunOutcome.failure(
             "memory",
             "the program ran out of memory (it hit the worker's memory limit)",
             logs=outcome.logs,
             tool_calls=outcome.tool_calls,
         )
-    detail = stderr.strip()[-_STDERR_IN_MESSAGE:]
-    message = f"{outcome.message}\n{detail}" if detail else outcome.message
-    return RunOutcome.failure("crashed", message, logs=outcome.logs, tool_calls=outcome.tool_calls)
+    if outcome.kind == "timeout":
+        return outcome  # the host's clock, or the kernel's CPU limit
+    message = outcome.message
+    if outcome.kind != "crashed":  # an exit code read as a limit: it is not one here
+        message = _describe_exit(status)
+    used = sum(len(line.encode()) + 1 for line in outcome.logs)
+    shown = _stderr_lines(worker, install, limits.max_output_bytes - used)
+    return RunOutcome.failure(
+        "crashed",
+        message + _see_stderr(shown),
+        logs=[*outcome.logs, *shown],
+        tool_calls=outcome.tool_calls,
+    )
+
+
+def _describe_exit(status: ExitStatus | None) -> str:
+    if status is None:
+        return "the Pyodide worker ended the run without a result"
+    code = os.waitstatus_to_exitcode(status.status)
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"the Pyodide worker was killed by {name}"
+    return f"the Pyodide worker exited with code {code}"
+
+
+def _stderr_lines(worker: DenoWorker, install: PyodideInstall, room: int) -> list[str]:
+    """The tail of Deno's stderr as captured output lines, within ``room`` bytes."""
+    data = _without_host_paths(worker.stderr_text(), worker, install).strip().encode()
+    if not data or room <= 0:
+        return []
+    tail = data[-_STDERR_SHOWN:]
+    lines = tail.decode("utf-8", "ignore").splitlines()
+    if len(tail) < len(data) and lines:
+        lines[0] = "..."  # cut mid-line
+    shown = [STDERR_LABEL + line for line in lines]
+    size = sum(len(line.encode()) + 1 for line in shown)
+    while shown and size > room:
+        size -= len(shown.pop(0).encode()) + 1
+    return shown
+
+
+def _without_host_paths(text: str, worker: DenoWorker, install: PyodideInstall) -> str:
+    """``text`` with the host's own paths (Deno's traces name them) replaced by neutral names."""
+    paths = {
+        str(install.assets): "<pyodide>",
+        str(WORKER_DIR): "<worker>",
+        str(PROGRAM_MODULE.parent): "<runtime>",
+        str(install.deno): "<deno>",
+        str(install.deno_dir): "<deno-dir>",
+        str(worker.home): "<home>",
+    }
+    for path in sorted(paths, key=len, reverse=True):
+        text = text.replace(path, paths[path])
+    return text
+
+
+def _see_stderr(lines: list[str]) -> str:
+    return (
+        f" (its stderr follows the captured output, marked {STDERR_LABEL.strip()})" if lines else ""
+    )

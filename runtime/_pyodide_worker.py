@@ -6,8 +6,14 @@ The command line is the sandbox: ``--no-prompt`` and no ``--allow-*`` flag but
 Deno capability (net, run, env, write, ffi, sys, imports) is denied; V8 flags
 cap the JS heap and the wasm memory and forbid code generation from strings.
 The process gets its own session (its group is killed as one), an almost empty
-environment and a private ``DENO_DIR``. Its stdin and stdout are one end of a
-socket pair: the run channel, spoken with the frames of ``runtime._protocol``.
+environment and a home of its own: a fresh temporary directory (its working
+directory and ``DENO_DIR``), removed once its exit is collected, with each file
+Deno writes capped by ``RLIMIT_FSIZE``. Deno's web cache and KV store are kept
+in memory there; only the compiled-code cache of the worker's own modules is
+shared (see :func:`make_home`). Nothing a run leaves behind is seen by another:
+``worker.js`` removes every web storage API before the program runs, and this
+home goes with the process. Its stdin and stdout are one end of a socket pair:
+the run channel, spoken with the frames of ``runtime._protocol``.
 
 The process is started with :class:`subprocess.Popen` rather than an event
 loop's subprocess API, so an idle spare belongs to no event loop.
@@ -24,18 +30,21 @@ import contextlib
 import math
 import os
 import resource
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 
 import anyio
 
 from ._pool import ExitStatus, Worker
 from ._pyodide_assets import PROGRAM_MODULE, WORKER_DIR, PyodideInstall
 
-__all__ = ["DenoWorker", "WorkerProfile", "deno_command"]
+__all__ = ["HOME_PREFIX", "DenoWorker", "WorkerProfile", "deno_command", "make_home"]
 
 _MiB = 1024 * 1024
 _WASM_PAGE = 64 * 1024
@@ -43,6 +52,14 @@ _MAX_WASM_PAGES = 65536  # wasm32: 4 GiB
 _MIN_WASM_BYTES = 128 * _MiB  # the snapshot alone restores ~32 MiB
 _STDERR_TAIL = 8192
 _REAP_TIMEOUT = 5.0
+#: The name every worker's home directory starts with (in the system's temp dir).
+HOME_PREFIX = "ptc-deno-"
+#: The largest file a worker's Deno may write (``RLIMIT_FSIZE``): its caches stay
+#: far below; the program itself can write no file at all.
+_MAX_FILE_BYTES = 64 * _MiB
+# Deno's V8 code cache of the modules it loaded (the worker's own, fixed set):
+# shared between workers, as it saves a third of a cold start.
+_CODE_CACHE = "v8_code_cache_v2"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,18 +69,24 @@ class WorkerProfile:
     Attributes:
         wasm_bytes: the wasm memory maximum (``--wasm-max-mem-pages``).
         heap_mib: the V8 old-space limit (``--max-old-space-size``).
+        lockdown: whether ``worker.js`` strips the JS realm before the program
+            runs (see ``lockDown`` there); off only to prove that Deno's
+            permissions hold by themselves.
     """
 
     wasm_bytes: int
     heap_mib: int
+    lockdown: bool = True
 
     @classmethod
-    def for_limits(cls, memory_bytes: int, max_message_bytes: int) -> WorkerProfile:
+    def for_limits(
+        cls, memory_bytes: int, max_message_bytes: int, *, lockdown: bool = True
+    ) -> WorkerProfile:
         wasm = min(max(int(memory_bytes), _MIN_WASM_BYTES), _MAX_WASM_PAGES * _WASM_PAGE)
         # The JS heap holds frames in transit (one may be decoded and re-encoded
         # at once) besides Pyodide's own objects.
         heap = 256 + 4 * int(max_message_bytes) // _MiB
-        return cls(wasm_bytes=wasm // _WASM_PAGE * _WASM_PAGE, heap_mib=heap)
+        return cls(wasm_bytes=wasm // _WASM_PAGE * _WASM_PAGE, heap_mib=heap, lockdown=lockdown)
 
 
 def deno_command(install: PyodideInstall, profile: WorkerProfile) -> list[str]:
@@ -86,7 +109,7 @@ def deno_command(install: PyodideInstall, profile: WorkerProfile) -> list[str]:
         f"--allow-read={install.assets},{WORKER_DIR},{PROGRAM_MODULE}",
         f"--v8-flags={v8_flags}",
         str(WORKER_DIR / "worker.js"),
-        "serve",
+        "serve" if profile.lockdown else "serve-unlocked",
         str(install.assets),
     ]
     if install.snapshot is not None:
@@ -94,10 +117,39 @@ def deno_command(install: PyodideInstall, profile: WorkerProfile) -> list[str]:
     return command
 
 
-def _environment(install: PyodideInstall) -> dict[str, str]:
+def make_home(install: PyodideInstall) -> Path:
+    """A fresh home for one worker: its working directory, holding its ``DENO_DIR``.
+
+    Only Deno's compiled-code cache is shared with the installation's Deno
+    directory (a symbolic link; SQLite keeps its journal next to the target).
+    It holds V8's code for the modules Deno loaded, keyed by their source: the
+    worker's own files, as a program can import nothing. Everything else Deno
+    would keep (web storage, caches, module analysis) lands here and is
+    removed with the home.
+    """
+    home = Path(tempfile.mkdtemp(prefix=HOME_PREFIX))
+    try:
+        deno_dir = home / "deno"
+        deno_dir.mkdir()
+        shared = install.deno_dir / _CODE_CACHE
+        if shared.is_file():
+            (deno_dir / _CODE_CACHE).symlink_to(shared)
+    except BaseException:
+        shutil.rmtree(home, ignore_errors=True)
+        raise
+    return home
+
+
+def _environment(home: Path) -> dict[str, str]:
     return {
-        "DENO_DIR": str(install.deno_dir),
+        "DENO_DIR": str(home / "deno"),
         "DENO_NO_UPDATE_CHECK": "1",
+        "DENO_NO_PACKAGE_JSON": "1",
+        # Defence in depth: worker.js removes these APIs before the program runs.
+        "DENO_CACHE_DB_MODE": "memory",
+        "DENO_KV_DB_MODE": "memory",
+        # Neutral values instead of the host's time zone.
+        "TZ": "UTC",
         "NO_COLOR": "1",
     }
 
@@ -115,17 +167,23 @@ class DenoWorker(Worker):
         "_status",
         "_stderr",
         "_tail",
+        "home",
         "memory_exceeded",
         "popen",
         "profile",
     )
 
     def __init__(
-        self, popen: subprocess.Popen[bytes], sock: socket.socket, profile: WorkerProfile
+        self,
+        popen: subprocess.Popen[bytes],
+        sock: socket.socket,
+        profile: WorkerProfile,
+        home: Path,
     ) -> None:
         super().__init__(popen.pid, sock, -1)
         self.popen = popen
         self.profile = profile
+        self.home = home
         self.memory_exceeded = False
         self._status: int | None = None
         self._cpu_base = 0.0
@@ -139,7 +197,7 @@ class DenoWorker(Worker):
     @classmethod
     def spawn(cls, install: PyodideInstall, profile: WorkerProfile) -> DenoWorker:
         """Start a Deno process; it loads Pyodide on its own, then sends ``ready``."""
-        install.deno_dir.mkdir(parents=True, exist_ok=True)
+        home = make_home(install)
         host, child = socket.socketpair()
         try:
             popen = subprocess.Popen(
@@ -147,18 +205,20 @@ class DenoWorker(Worker):
                 stdin=child.fileno(),
                 stdout=child.fileno(),
                 stderr=subprocess.PIPE,
-                env=_environment(install),
-                cwd=str(install.assets),
+                env=_environment(home),
+                cwd=str(home),
                 start_new_session=True,
                 close_fds=True,
             )
         except BaseException:
             host.close()
+            shutil.rmtree(home, ignore_errors=True)
             raise
         finally:
             child.close()
-        worker = cls(popen, host, profile)
+        worker = cls(popen, host, profile, home)
         worker._prlimit(resource.RLIMIT_CORE, 0, 0)
+        worker._prlimit(resource.RLIMIT_FSIZE, _MAX_FILE_BYTES, _MAX_FILE_BYTES)
         return worker
 
     @property
@@ -277,6 +337,8 @@ class DenoWorker(Worker):
             self._max_rss = usage.ru_maxrss * 1024
         # Popen must know too, or it warns that the process is still running.
         self.popen.returncode = os.waitstatus_to_exitcode(status)
+        # Nothing writes there now (Deno cannot start other processes).
+        shutil.rmtree(self.home, ignore_errors=True)
         return True
 
     async def _process_exit(self) -> None:

@@ -4,9 +4,11 @@
 //   deno run --no-prompt --allow-read=<assets>,<this dir>,<runtime/_program.py> worker.js serve <assets> [<snapshot>]
 //   deno run --no-prompt --allow-read=<assets>,<this dir>,<runtime/_program.py> worker.js snapshot <assets>
 //
-// "serve" loads one fresh Pyodide instance, announces it with a READY frame and
-// serves exactly one run. "snapshot" writes a Pyodide memory snapshot (taken
-// after bootstrap.py is imported) to stdout as raw bytes and exits.
+// "serve" loads one fresh Pyodide instance, locks the realm down (lockDown),
+// announces it with a READY frame and serves exactly one run ("serve-unlocked":
+// the same without lockDown, for the tests that prove Deno's permissions hold
+// by themselves). "snapshot" writes a Pyodide memory snapshot (taken after
+// bootstrap.py is imported) to stdout as raw bytes and exits.
 //
 // Frames on stdin/stdout (both one end of a socket pair the host holds the
 // other end of): a 4-byte big-endian length, then that many bytes of UTF-8
@@ -21,11 +23,15 @@
 // program (it can reach globalThis through `import js`). Nothing in this file
 // is a boundary; the walls are Deno's permission system (no net, run, env,
 // write, ffi or sys; read limited to the assets) and the host, which treats
-// every byte on stdout as hostile.
+// every byte on stdout as hostile. Before the first host frame is read,
+// lockDown() leaves the realm only the language's own globals and the few
+// web APIs Pyodide uses: no `Deno`, storage, workers, network or host facts
+// (see there). What this script needs of Deno afterwards is taken here.
 
 const MAX_FRAME = 1 << 30;
-const stdout = Deno.stdout;
-const stdin = Deno.stdin;
+const { stdout, stdin, stderr, exit: exitProcess, args: ARGS } = Deno;
+const DENO_VERSION = Deno.version.deno;
+const timeoutSignal = AbortSignal.timeout.bind(AbortSignal);
 const encoder = new TextEncoder();
 const decoder = new TextDecoder("utf-8", { fatal: true });
 
@@ -264,7 +270,7 @@ const WARM_UP_GRACE_MS = 25;
 const WARM_UP_MS = 400;
 async function warmUp(boot, started) {
   await new Promise((resolve) => {
-    AbortSignal.timeout(WARM_UP_GRACE_MS).addEventListener("abort", resolve, { once: true });
+    timeoutSignal(WARM_UP_GRACE_MS).addEventListener("abort", resolve, { once: true });
   });
   const until = performance.now() + WARM_UP_MS;
   while (!started() && performance.now() < until) {
@@ -273,23 +279,111 @@ async function warmUp(boot, started) {
   }
 }
 
-async function serve(assets, snapshotPath) {
+// The globals a program keeps: the language's own, and the web APIs Pyodide
+// and this script use while a program runs (timers, text codecs, clocks,
+// random bytes). Everything else Deno puts on globalThis goes before the
+// program runs: an allow-list, so a global a later Deno adds is gone too.
+const KEEP_GLOBALS = new Set([
+  // ECMAScript
+  "globalThis", "Infinity", "NaN", "undefined", "eval", "isFinite", "isNaN", "parseFloat", "parseInt",
+  "decodeURI", "decodeURIComponent", "encodeURI", "encodeURIComponent", "escape", "unescape",
+  "Object", "Function", "Array", "Number", "Boolean", "String", "Symbol", "BigInt", "Date", "RegExp",
+  "Promise", "Proxy", "Reflect", "JSON", "Math", "Intl", "Atomics", "Iterator", "Temporal",
+  "Error", "AggregateError", "EvalError", "RangeError", "ReferenceError", "SyntaxError", "TypeError",
+  "URIError", "SuppressedError", "Map", "Set", "WeakMap", "WeakSet", "WeakRef", "FinalizationRegistry",
+  "DisposableStack", "AsyncDisposableStack", "ArrayBuffer", "SharedArrayBuffer", "DataView",
+  "Int8Array", "Uint8Array", "Uint8ClampedArray", "Int16Array", "Uint16Array", "Int32Array",
+  "Uint32Array", "Float16Array", "Float32Array", "Float64Array", "BigInt64Array", "BigUint64Array",
+  "WebAssembly",
+  // web APIs without host capabilities
+  "console", "queueMicrotask", "setTimeout", "clearTimeout", "setInterval", "clearInterval",
+  "setImmediate", "clearImmediate", "structuredClone", "atob", "btoa", "TextEncoder", "TextDecoder",
+  "URL", "URLSearchParams", "DOMException", "Event", "EventTarget", "performance", "crypto", "Crypto",
+  "SubtleCrypto", "CryptoKey",
+]);
+
+// Console output would corrupt the frame stream: every console method writes
+// to stderr, which the host keeps as the program's output (never as its own words).
+function quietConsole(original) {
+  const write = (...args) => {
+    try {
+      stderr.writeSync(encoder.encode(args.map(String).join(" ") + "\n"));
+    } catch {
+      // stderr closed: nothing to report to.
+    }
+  };
+  const replacement = {};
+  for (const name of Object.keys(original)) {
+    if (typeof original[name] === "function") replacement[name] = write;
+  }
+  return replacement;
+}
+
+// Leave the realm only what a program may use: called once Pyodide is loaded
+// and before the first host frame (the program) is read. Removed: `Deno` (and
+// with it `Deno.exit`, `Deno[Deno.internal]`, the host's paths, pid and
+// arguments), Node's `process` (its `vm` evaluates strings despite the
+// code-generation flag), web storage and the Cache API (they persist in the
+// Deno directory), workers (they run data: and blob: URLs), network, GPU,
+// `navigator`, `location`, `prompt` (it reads the channel). Stack traces are
+// the error's first line only (no frames, so no file paths), by a formatter
+// the program cannot replace. Throws if something cannot be removed: the
+// worker then never gets a program.
+function lockDown() {
+  for (const key of Reflect.ownKeys(globalThis)) {
+    // Symbol keys are Deno's own bookkeeping of globalThis as an event target.
+    if (typeof key === "symbol" || KEEP_GLOBALS.has(key)) continue;
+    if (!Reflect.deleteProperty(globalThis, key)) throw new Error(`cannot remove the global ${key}`);
+  }
+  for (const name of ["createObjectURL", "revokeObjectURL"]) {
+    if (!Reflect.deleteProperty(URL, name)) throw new Error(`cannot remove URL.${name}`);
+  }
+  const fixed = (value) => ({ value, writable: false, enumerable: false, configurable: false });
+  Object.defineProperty(globalThis, "console", fixed(globalThis.console));
+  // (Error.stackTraceLimit stays writable: Pyodide raises it for a moment.)
+  Object.defineProperty(Error, "prepareStackTrace", fixed(stackWithoutFrames));
+}
+
+const apply = Reflect.apply;
+const errorToString = Error.prototype.toString;
+function stackWithoutFrames(error) {
+  try {
+    return apply(errorToString, error, []);
+  } catch {
+    return "Error";
+  }
+}
+
+// Pyodide's configuration keeps the directory it was loaded from (the host's
+// cache, in a user's home): once loaded, it names a neutral one instead
+// (Pyodide reads nothing more from there; packages cannot be loaded anyway).
+const NEUTRAL_ASSETS = "/pyodide/";
+function forgetAssetPaths(pyodide, assets) {
+  const api = pyodide._api;
+  for (const holder of [api?.config, api?.packageManager]) {
+    if (holder === null || typeof holder !== "object") continue;
+    for (const key of Object.keys(holder)) {
+      const descriptor = Object.getOwnPropertyDescriptor(holder, key);
+      if (typeof descriptor?.value === "string" && descriptor.value.includes(assets)) {
+        holder[key] = descriptor.value.replaceAll(`${assets}/`, NEUTRAL_ASSETS).replaceAll(assets, NEUTRAL_ASSETS);
+      }
+    }
+  }
+}
+
+async function serve(assets, snapshotPath, locked) {
   const pyodide = await load(assets, snapshotPath, false);
   const boot = await bootstrapModule(pyodide);
-  // Console output would corrupt the frame stream; route it to stderr.
-  for (const name of ["log", "info", "debug", "warn", "error", "trace", "dir", "table"]) {
-    console[name] = (...args) => {
-      try {
-        Deno.stderr.writeSync(encoder.encode(args.map(String).join(" ") + "\n"));
-      } catch {
-        // stderr closed: nothing to report to.
-      }
-    };
-  }
+  forgetAssetPaths(pyodide, assets);
   const layers = [
     ["wasm", true, `CPython in Pyodide ${pyodide.version} (WebAssembly)`],
-    ["deno-permissions", true, `Deno ${Deno.version.deno}: read-only assets; no net, run, env, write, ffi or sys`],
+    ["deno-permissions", true, `Deno ${DENO_VERSION}: read-only assets; no net, run, env, write, ffi or sys`],
+    locked
+      ? ["js-globals", true, "no Deno namespace, web storage, workers, network or host information"]
+      : ["js-globals", false, "switched off (lockdown=False): the program sees all of Deno's API"],
   ];
+  globalThis.console = quietConsole(globalThis.console);
+  if (locked) lockDown();
   const onFrame = boot.attach(sendFrames, JSON.stringify(layers), scheduleCallback);
   let started = false;
   warmUp(boot, () => started);
@@ -297,7 +391,7 @@ async function serve(assets, snapshotPath) {
     started = true;
     onFrame(text);
   });
-  Deno.exit(0);
+  exitProcess(0);
 }
 
 async function snapshot(assets) {
@@ -306,12 +400,12 @@ async function snapshot(assets) {
   writeAll(pyodide.makeMemorySnapshot());
 }
 
-const [mode, assets, snapshotPath] = Deno.args;
+const [mode, assets, snapshotPath] = ARGS;
 try {
-  if (mode === "serve") await serve(assets, snapshotPath || undefined);
+  if (mode === "serve" || mode === "serve-unlocked") await serve(assets, snapshotPath || undefined, mode === "serve");
   else if (mode === "snapshot") await snapshot(assets);
   else throw new Error(`unknown mode ${mode}`);
 } catch (error) {
   console.error(`ptc pyodide worker: ${error?.stack ?? error}`);
-  Deno.exit(70);
+  exitProcess(70);
 }

@@ -421,6 +421,117 @@ def test_get_runtime_builds_the_pyodide_backend() -> None:
         get_runtime("pyodide", spares=-1)
 
 
+# --------------------------------------------------------------------------- how a run ended
+
+
+class EndedWorker:
+    """A Deno worker that has ended (as far as ``_explain_end`` looks at one)."""
+
+    def __init__(
+        self, status: int | None, *, stderr: str = "", max_rss: int = 0, watchdog: bool = False
+    ) -> None:
+        from runtime._pool import ExitStatus
+
+        self.exit = None if status is None else ExitStatus(status, 0.5, max_rss)
+        self.stderr = stderr
+        self.memory_exceeded = watchdog
+        self.finished = False
+        self.home = Path("/tmp/ptc-deno-abc123")
+
+    async def wait_status(self, timeout: float) -> Any:  # noqa: ASYNC109
+        return self.exit
+
+    def stderr_text(self) -> str:
+        return self.stderr
+
+
+SIGNALED = {"SIGTRAP": 5, "SIGKILL": 9, "SIGABRT": 6}
+FORGED = "# Fatal JavaScript out of memory: Reached heap limit\nthe host says: memory\n"
+
+
+def exited(code: int) -> int:
+    return code << 8
+
+
+async def explain(
+    worker: EndedWorker, kind: str, message: str = "the worker exited", **limits: Any
+) -> Any:
+    from runtime import RunOutcome
+    from runtime._pyodide import _explain_end
+    from runtime._pyodide_assets import PyodideInstall
+
+    install = PyodideInstall(
+        deno=Path("/opt/deno/bin/deno"),
+        assets=Path("/home/user/.cache/ptc-runner/pyodide/314.0.7"),
+        snapshot=None,
+        deno_dir=Path("/home/user/.cache/ptc-runner/deno"),
+    )
+    outcome = RunOutcome.failure(kind, message, logs=["printed"])  # type: ignore[arg-type]
+    return await _explain_end(worker, outcome, Limits(**limits), install)  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_v8s_out_of_memory_crash_is_memory_whatever_stderr_says() -> None:
+    outcome = await explain(EndedWorker(SIGNALED["SIGTRAP"]), "crashed")
+    assert outcome.kind == "memory"
+    assert outcome.logs == ["printed"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("code", [0, 1, 3, 70])
+async def test_stderr_and_exit_codes_never_make_memory(code: int) -> None:
+    # An exit code the session read as a limit (3 meant memory for the
+    # CPython worker) means nothing from Deno: the host says how it ended.
+    kind = "memory" if code == 3 else "crashed"
+    outcome = await explain(EndedWorker(exited(code), stderr=FORGED), kind, "as the session said")
+    assert outcome.kind == "crashed"
+    assert "the host says" not in outcome.message
+    assert outcome.message.startswith(
+        f"the Pyodide worker exited with code {code}" if code == 3 else "as the session said"
+    )
+    assert outcome.logs == [
+        "printed",
+        "[stderr] # Fatal JavaScript out of memory: Reached heap limit",
+        "[stderr] the host says: memory",
+    ]
+
+
+@pytest.mark.anyio
+async def test_the_hosts_memory_evidence_decides() -> None:
+    watched = await explain(EndedWorker(SIGNALED["SIGKILL"], watchdog=True), "timeout")
+    assert watched.kind == "memory"  # the watchdog's kill, whatever the CPU clock said
+    peak = await explain(
+        EndedWorker(SIGNALED["SIGKILL"], max_rss=2048 * MiB), "crashed", memory_bytes=256 * MiB
+    )
+    assert peak.kind == "memory"  # over the limit at its peak, the kernel says
+    timed_out = await explain(EndedWorker(None), "timeout", "the host's clock")
+    assert (timed_out.kind, timed_out.message) == ("timeout", "the host's clock")
+    aborted = await explain(EndedWorker(SIGNALED["SIGABRT"]), "crashed")
+    assert aborted.kind == "crashed"
+
+
+@pytest.mark.anyio
+async def test_the_stderr_shown_names_no_host_path_and_fits_the_output_limit() -> None:
+    stderr = (
+        "error: Uncaught\n"
+        "    at f (file:///home/user/.cache/ptc-runner/pyodide/314.0.7/pyodide.asm.deno.mjs:2:5)\n"
+        "/opt/deno/bin/deno(+0x28ad64e) [0x55d70287864e]\n"
+    )
+    outcome = await explain(EndedWorker(exited(1), stderr=stderr), "crashed")
+    assert outcome.logs[1:] == [
+        "[stderr] error: Uncaught",
+        "[stderr]     at f (file://<pyodide>/pyodide.asm.deno.mjs:2:5)",
+        "[stderr] <deno>(+0x28ad64e) [0x55d70287864e]",
+    ]
+    flood = await explain(
+        EndedWorker(exited(1), stderr="\n".join(f"line {n}" for n in range(10_000))),
+        "crashed",
+        max_output_bytes=100,
+    )
+    assert sum(len(line.encode()) + 1 for line in flood.logs) <= 100
+    assert flood.logs[-1] == "[stderr] line 9999"  # the tail
+
+
 # --------------------------------------------------------------------------- live runs
 
 
@@ -462,17 +573,29 @@ def pid_exists(pid: int) -> bool:
     return True
 
 
+def spy_on_workers(runtime: Any) -> list[Any]:
+    """The workers ``runtime`` hands runs to from now on (the program cannot name its own)."""
+    served: list[Any] = []
+    acquire = runtime._acquire
+
+    def spy(profile: Any) -> Any:
+        served.append(acquire(profile))
+        return served[-1]
+
+    runtime._acquire = spy
+    return served
+
+
 @pytest.mark.anyio
 @pytest.mark.pyodide
 async def test_a_spare_serves_one_run_and_is_replaced() -> None:
     async with open_runtime(spares=1) as runtime:
         await runtime.start()
         (spare,) = runtime._spares
-        outcome = await runtime.run(
-            "import js\nreturn js.Deno.pid", tool_names=[], call_tool=ToolBox()
-        )
+        served = spy_on_workers(runtime)
+        outcome = await runtime.run("return 1", tool_names=[], call_tool=ToolBox())
         assert outcome.ok, outcome.message
-        assert outcome.result == spare.pid
+        assert served == [spare]
         with anyio.fail_after(10):  # killed at once; tearing it down takes a moment
             while pid_alive(spare.pid):  # noqa: ASYNC110 - polling another process
                 await anyio.sleep(0.01)
@@ -489,14 +612,15 @@ async def test_other_memory_limits_start_a_matching_worker() -> None:
     async with open_runtime(spares=1) as runtime:
         await runtime.start()
         (spare,) = runtime._spares
+        served = spy_on_workers(runtime)
         outcome = await runtime.run(
-            "import js\nreturn js.Deno.pid",
+            "return 1",
             tool_names=[],
             call_tool=ToolBox(),
             limits=Limits(memory_bytes=300 * MiB),
         )
         assert outcome.ok, outcome.message
-        assert outcome.result != spare.pid
+        assert len(served) == 1 and served[0] is not spare
         assert list(runtime._spares) == [spare]  # kept for runs with the default limits
 
 
@@ -588,7 +712,9 @@ async def test_a_worker_that_dies_while_starting_ends_the_run_as_crashed(
     async with PyodideRuntime(spares=0, cache_dir=install.assets.parent.parent) as runtime:
         outcome = await runtime.run("return 1", tool_names=[], call_tool=ToolBox())
     assert outcome.kind == "crashed", outcome
-    assert "cannot load pyodide" in outcome.message
+    # Deno's stderr is shown as captured output, marked, never as the host's words.
+    assert "cannot load pyodide" not in outcome.message
+    assert "[stderr] cannot load pyodide" in outcome.logs
 
 
 @pytest.mark.anyio
