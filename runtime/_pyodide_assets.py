@@ -24,6 +24,8 @@ __all__ = [
     "PROGRAM_MODULE",
     "PYODIDE_INTEGRITY",
     "PYODIDE_VERSION",
+    "REALM_STATE",
+    "STORAGE_STATE",
     "WORKER_DIR",
     "PyodideInstall",
     "PyodideNotInstalledError",
@@ -325,6 +327,14 @@ WORKER_DIR = Path(__file__).resolve().parent / "pyodide"
 #: The program semantics shared with the CPython worker; ``worker.js`` loads it too.
 PROGRAM_MODULE = Path(__file__).resolve().parent / "_program.py"
 INSTALL_COMMAND = "ptc runtime install pyodide"
+#: What ``ptc doctor`` says of storage in a worker (``worker.js`` lockDown and
+#: the worker's own home, ``runtime._pyodide_worker.make_home``).
+STORAGE_STATE = (
+    "off (no web storage, Cache API, KV or workers; each worker's Deno directory "
+    "is its own and removed with it)"
+)
+#: What ``ptc doctor`` says of the JS realm a program gets.
+REALM_STATE = "locked down before the program runs (no Deno API, network or host information)"
 _EXTRA_HINT = "pip install 'ptc-runner[pyodide]'"
 
 
@@ -439,7 +449,8 @@ def pyodide_status(cache_dir: Path | None = None) -> dict[str, str]:
     """What ``ptc doctor`` shows: each piece with its version or what is wrong.
 
     Keys: ``usable`` (``yes``/``no``), ``deno``, ``pyodide``, ``snapshot``,
-    ``cache`` and, when not usable, ``fix``.
+    ``cache``, ``storage`` and ``realm`` (what every worker leaves a program,
+    the same on every machine) and, when not usable, ``fix``.
     """
     deno = find_deno()
     assets = asset_dir(cache_dir)
@@ -447,6 +458,8 @@ def pyodide_status(cache_dir: Path | None = None) -> dict[str, str]:
         "deno": f"{_deno_version(deno)} ({deno})" if deno else "missing",
         "pyodide": f"{PYODIDE_VERSION} ({assets})" if _assets_complete(assets) else "missing",
         "cache": str(cache_dir or cache_root()),
+        "storage": STORAGE_STATE,
+        "realm": REALM_STATE,
     }
     snapshot = snapshot_path(assets)
     if snapshot.is_file():

@@ -352,6 +352,12 @@ def test_status_of_an_empty_cache(tmp_path: Path) -> None:
     assert INSTALL_COMMAND in status["fix"]
 
 
+def test_status_says_storage_is_off_and_the_realm_locked_down(tmp_path: Path) -> None:
+    status = pyodide_status(tmp_path)
+    assert status["storage"].startswith("off")
+    assert status["realm"].startswith("locked down")
+
+
 def test_snapshot_name_follows_the_worker_sources(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
