@@ -6,8 +6,9 @@ default sandbox settings. Fork requests are fire-and-forget packets; replies
 are collected by whichever task needs a worker next, or by the housekeeping
 task (:meth:`WorkerPool.maintain`) when there is one. A worker is used for one
 run and never again. Workers for other settings are forked on demand and
-never held: a request whose run was cancelled before its reply came is
-remembered, and its worker killed the moment it arrives. A dead zygote takes
+never held: when a run stops waiting for its worker (cancelled, or out of
+time), the zygote kills that worker at once and the host closes the reply
+whenever it is collected. A dead zygote takes
 its workers with it (their parent-death signal); the housekeeping task
 notices it at once and lets go of its spares, otherwise the next request
 does, and replaces it.
@@ -287,6 +288,13 @@ class _Zygote:
             # A full or broken control socket: the zygote is unusable.
             self.alive = False
 
+    def cancel(self, request_id: int) -> None:
+        """Have the zygote kill the worker it forked (or forks) for ``request_id``."""
+        try:
+            self.ctl.send(orjson.dumps({"cancel": request_id}))
+        except OSError:
+            self.alive = False
+
     def news(self) -> int:
         """What waits on the control socket: ``POLLIN`` (replies), ``POLLHUP`` (its end), 0."""
         ready = self._poller.poll(0)
@@ -444,18 +452,25 @@ class WorkerPool:
         try:
             await self._wait(zygote, lambda: request_id in self._replies)
         except BaseException:
-            self._abandon(request_id)
+            self._abandon(zygote, request_id)
             raise
         reply = self._replies.pop(request_id)
         if isinstance(reply, str):
             raise WorkerStartError(reply)
         return reply
 
-    def _abandon(self, request_id: int) -> None:
-        """Nobody waits for ``request_id`` any more: end its worker, now or when it comes."""
+    def _abandon(self, zygote: _Zygote, request_id: int) -> None:
+        """Nobody waits for ``request_id`` any more: its worker ends now.
+
+        If the reply has not come yet, the zygote kills the worker (it forks in
+        request order, so the worker exists by the time it reads this), and
+        the reply's descriptors are closed whenever it is collected.
+        """
         reply = self._replies.pop(request_id, None)
         if reply is None:
             self._abandoned.add(request_id)
+            if zygote.alive:
+                zygote.cancel(request_id)
         elif isinstance(reply, Worker):
             reply.kill()
             reply.close()

@@ -3,7 +3,8 @@
 Runs in its own isolated interpreter (``python -I -S``, empty environment),
 started by ``_pool``. It imports the bootstrap, the sandbox layers and the
 allowed modules once, then serves fork requests from the host over a
-``SOCK_SEQPACKET`` control socket. For each request it creates the run
+``SOCK_SEQPACKET`` control socket (and cancellations: ``{"cancel": id}`` kills
+the worker forked for request ``id`` if it still lives; its run gave up). For each request it creates the run
 channel (a socketpair), a status pipe and a private work directory, forks,
 and hands the host its end of the channel and the read end of the status pipe
 with ``SCM_RIGHTS``. The child puts itself in its own process group, enters
@@ -83,7 +84,9 @@ class _Zygote:
         self.tmp = tmp
         self.settings = settings
         self.sandbox = sandbox
-        self.children: dict[int, tuple[int, str]] = {}
+        self.children: dict[int, tuple[int, str, int]] = {}
+        # The worker each request got, while it lives (for cancellations).
+        self.requests: dict[int, int] = {}
         self.pid = os.getpid()
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.libc = ctypes.CDLL(None, use_errno=True)
@@ -114,7 +117,11 @@ class _Zygote:
                     request = b""
                 if not request:
                     self.shutdown()
-                self.fork(orjson.loads(request))
+                message = orjson.loads(request)
+                if "cancel" in message:
+                    self.cancel(message["cancel"])
+                else:
+                    self.fork(message)
 
     def reap(self) -> None:
         while True:
@@ -126,8 +133,9 @@ class _Zygote:
                 return
             entry = self.children.pop(pid, None)
             if entry is None:
-                continue
-            status_w, workdir = entry
+                continue  # an init, reparented here when its supervisor died
+            status_w, workdir, request_id = entry
+            self.requests.pop(request_id, None)
             # The CPU time lets the host tell the CPU limit's SIGKILL from others,
             # the peak RSS (KiB) a real memory exhaustion from a claimed one.
             cpu = usage.ru_utime + usage.ru_stime
@@ -152,6 +160,12 @@ class _Zygote:
                 shutil.rmtree(entry[1], ignore_errors=True)
         os._exit(0)
 
+    def cancel(self, request_id: int) -> None:
+        """Kill the worker of ``request_id``, unless it was reaped already (or never forked)."""
+        pid = self.requests.pop(request_id, None)
+        if pid is not None and pid in self.children:
+            _kill_worker(pid)
+
     def fork(self, request: dict[str, Any]) -> None:
         request_id = request["id"]
         try:
@@ -174,7 +188,8 @@ class _Zygote:
             os.setpgid(pid, pid)  # also done by the child: whichever runs first wins
         child_end.close()
         status_r, status_w = os.pipe()
-        self.children[pid] = (status_w, workdir)
+        self.children[pid] = (status_w, workdir, request_id)
+        self.requests[request_id] = pid
         try:
             socket.send_fds(
                 self.ctl,
@@ -285,6 +300,8 @@ def main(options_json: str) -> NoReturn:
     try:
         sandbox = _load_layers(settings.restricted)
         _preimport(options["preimport"])
+        # The import guard's trusted code, found once here rather than in every worker.
+        importlib.import_module("runtime._imports").trust_loaded_modules()
         # After the imports, so every mapped library is seen: fills the cache once
         # for every fork instead of each worker re-reading /proc/self/maps.
         sandbox.python_paths()

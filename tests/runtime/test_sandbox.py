@@ -1134,3 +1134,196 @@ def test_restricted_runtime_guards(source: str) -> None:
         (SyntaxError, AttributeError, ImportError, NameError, TypeError, NotImplementedError)
     ):
         run_restricted(source)
+
+
+# --------------------------------------------------------------------------- lifecycle (issue 13)
+
+
+def test_program_is_pid_2_under_an_init(workdir: str) -> None:
+    def body() -> dict[str, Any]:
+        return {"pid": os.getpid(), "parent": os.getppid(), "session": os.getsid(0) == os.getpid()}
+
+    outcome = run_sandboxed(body, workdir=workdir)
+    assert outcome.layers["pid-namespace"].active, outcome.layers["pid-namespace"].detail
+    assert "PID 2" in outcome.layers["pid-namespace"].detail
+    assert outcome.results == {"pid": 2, "parent": 1, "session": True}
+
+
+def _clear_death_signal() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(1, 0, 0, 0, 0) != 0:  # PR_SET_PDEATHSIG
+        raise OSError(ctypes.get_errno(), "prctl")
+
+
+@pytest.mark.parametrize("switches", ["all", "namespaces only"])
+def test_program_dies_with_its_init_whatever_its_death_signal(switches: str, workdir: str) -> None:
+    # Without seccomp the program may clear its own parent-death signal: the
+    # init's end still ends it, with the namespace.
+    alive_r, alive_w = os.pipe()
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(alive_r)
+            os.close(ready_r)
+            config = SandboxConfig(
+                workdir=workdir, memory_bytes=512 * MiB, cpu_seconds=60, **LAYER_SWITCHES[switches]
+            )
+            enter_sandbox(config, keep_fds=[alive_w, ready_w])
+            os.write(ready_w, attempt(_clear_death_signal).encode())
+            time.sleep(60)
+        finally:
+            os._exit(0)
+    os.close(alive_w)
+    os.close(ready_w)
+    try:
+        assert select.select([ready_r], [], [], 30)[0], "the sandboxed child never started"
+        cleared = os.read(ready_r, 100).decode()
+        assert cleared == (
+            "ok: None" if switches == "namespaces only" else "PermissionError: EPERM"
+        )
+        os.kill(pid, signal.SIGKILL)  # the supervisor, which the init dies with
+        os.waitpid(pid, 0)
+        # Only the program still holds alive_w: EOF means it is gone too.
+        assert select.select([alive_r], [], [], 10)[0], "the program outlived its init"
+        assert os.read(alive_r, 1) == b""
+    finally:
+        os.close(alive_r)
+        os.close(ready_r)
+
+
+@pytest.mark.parametrize("namespaces", [True, False], ids=["namespaces", "no-namespaces"])
+def test_the_callers_death_signal_survives_the_id_switches(namespaces: bool, workdir: str) -> None:
+    # A zygote's child sets SIGKILL as its parent-death signal before it enters
+    # the sandbox; the id switches inside (as root) reset it, and the sandbox
+    # must set it again, or spares outlive a killed zygote.
+    alive_r, alive_w = os.pipe()
+    ready_r, ready_w = os.pipe()
+    middle = os.fork()
+    if middle == 0:  # pragma: no cover - the stand-in zygote
+        try:
+            os.close(alive_r)
+            os.close(ready_r)
+            parent = os.getpid()
+            if os.fork() == 0:
+                libc = ctypes.CDLL(None, use_errno=True)
+                libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+                if os.getppid() == parent:
+                    config = SandboxConfig(
+                        workdir=workdir,
+                        memory_bytes=512 * MiB,
+                        cpu_seconds=60,
+                        namespaces=namespaces,
+                    )
+                    enter_sandbox(config, keep_fds=[alive_w, ready_w])
+                    os.write(ready_w, b"1")
+                    time.sleep(60)
+                os._exit(0)
+            os.close(alive_w)
+            os.close(ready_w)
+            time.sleep(60)
+        finally:
+            os._exit(0)
+    os.close(alive_w)
+    os.close(ready_w)
+    try:
+        assert select.select([ready_r], [], [], 30)[0], "the sandboxed child never started"
+        os.kill(middle, signal.SIGKILL)
+        os.waitpid(middle, 0)
+        assert select.select([alive_r], [], [], 10)[0], "the sandboxed child outlived its parent"
+        assert os.read(alive_r, 1) == b""
+    finally:
+        os.close(alive_r)
+        os.close(ready_r)
+
+
+def test_a_self_inflicted_sigkill_is_not_the_cpu_limit(workdir: str) -> None:
+    def body() -> dict[str, Any]:
+        os.kill(os.getpid(), signal.SIGKILL)
+        return {}
+
+    assert run_sandboxed(body, workdir=workdir, cpu_seconds=1).signal == signal.SIGKILL
+
+
+PRCTL_DENIED = {
+    "PR_SET_PDEATHSIG": 1, "PR_SET_DUMPABLE": 4, "PR_SET_UNALIGN": 6, "PR_SET_KEEPCAPS": 8,
+    "PR_SET_FPEMU": 10, "PR_SET_FPEXC": 12, "PR_SET_TIMING": 14, "PR_SET_NAME": 15,
+    "PR_SET_ENDIAN": 20, "PR_SET_SECCOMP": 22, "PR_CAPBSET_DROP": 24, "PR_SET_TSC": 26,
+    "PR_SET_SECUREBITS": 28, "PR_SET_TIMERSLACK": 29, "PR_TASK_PERF_EVENTS_DISABLE": 31,
+    "PR_TASK_PERF_EVENTS_ENABLE": 32, "PR_MCE_KILL": 33, "PR_SET_MM": 35,
+    "PR_SET_CHILD_SUBREAPER": 36, "PR_SET_NO_NEW_PRIVS": 38, "PR_SET_THP_DISABLE": 41,
+    "PR_SET_FP_MODE": 45, "PR_CAP_AMBIENT": 47, "PR_SVE_SET_VL": 50,
+    "PR_SET_SPECULATION_CTRL": 53, "PR_PAC_RESET_KEYS": 54, "PR_SET_TAGGED_ADDR_CTRL": 55,
+    "PR_SET_IO_FLUSHER": 57, "PR_SET_SYSCALL_USER_DISPATCH": 59, "PR_SCHED_CORE": 62,
+    "PR_SET_MDWE": 65, "PR_SET_MEMORY_MERGE": 67, "PR_SET_SHADOW_STACK_STATUS": 75,
+    "PR_SET_PTRACER": 0x59616D61,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("arch_name", list(ARCHES))
+def test_filter_allows_prctl_by_option_only(arch_name: str) -> None:
+    arch = ARCHES[arch_name]
+    table = _seccomp.SYSCALL_TABLES[arch]
+    program = _seccomp.build_filter(arch, self_pid=2)
+    for name, option in _seccomp.ALLOWED_PRCTL_OPTIONS.items():
+        assert run_filter(program, arch, table["prctl"], option) == ALLOW, name
+    for name, option in PRCTL_DENIED.items():
+        assert option not in _seccomp.ALLOWED_PRCTL_OPTIONS.values(), name
+        assert run_filter(program, arch, table["prctl"], option) == EPERM, name
+    # Only the low 32 bits of the option count, as for the kernel (an int).
+    assert run_filter(program, arch, table["prctl"], (1 << 32) | 2) == ALLOW
+    assert run_filter(program, arch, table["prctl"], (1 << 32) | 1) == EPERM
+    for name in ("setsid", "setpgid"):
+        assert run_filter(program, arch, table[name]) == EPERM
+
+
+@given(option=st.integers(min_value=0, max_value=(1 << 32) - 1))
+def test_filter_denies_every_other_prctl_option(option: int) -> None:
+    for arch in ARCHES.values():
+        program = _seccomp.build_filter(arch, self_pid=2)
+        verdict = run_filter(program, arch, _seccomp.SYSCALL_TABLES[arch]["prctl"], option)
+        assert verdict == (ALLOW if option in _seccomp.ALLOWED_PRCTL_OPTIONS.values() else EPERM)
+
+
+def test_filter_allows_arch_prctl_by_option_only() -> None:
+    arch = _seccomp.AUDIT_ARCH_X86_64
+    program = _seccomp.build_filter(arch, self_pid=2)
+    nr = _seccomp.SYSCALL_TABLES[arch]["arch_prctl"]
+    for name, option in _seccomp.ALLOWED_ARCH_PRCTL_OPTIONS.items():
+        assert run_filter(program, arch, nr, option) == ALLOW, name
+    # ARCH_SET_CPUID, ARCH_MAP_VDSO_*, ARCH_ENABLE_TAGGED_ADDR, ARCH_SHSTK_ENABLE/DISABLE/LOCK
+    for option in (0x1012, 0x2001, 0x2002, 0x2003, 0x4002, 0x4004, 0x5001, 0x5002, 0x5003):
+        assert run_filter(program, arch, nr, option) == EPERM, hex(option)
+    assert "arch_prctl" not in _seccomp.SYSCALL_TABLES[_seccomp.AUDIT_ARCH_AARCH64]
+
+
+def test_prctl_is_filtered_in_a_live_worker(workdir: str) -> None:
+    def body() -> dict[str, Any]:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl.argtypes = (ctypes.c_int, *[ctypes.c_ulong] * 4)
+
+        def prctl(option: int, arg: int = 0) -> int:
+            result: int = libc.prctl(option, arg, 0, 0, 0)
+            if result < 0:
+                raise OSError(ctypes.get_errno(), "prctl")
+            return result
+
+        value = ctypes.c_int(-1)
+        return {
+            "set pdeathsig": attempt(lambda: prctl(1, signal.SIGKILL)),
+            "clear pdeathsig": attempt(lambda: prctl(1, 0)),
+            "dumpable": attempt(lambda: prctl(4, 1)),
+            "subreaper": attempt(lambda: prctl(36, 1)),
+            "ptracer": attempt(lambda: prctl(0x59616D61, (1 << 64) - 1)),
+            "get pdeathsig": attempt(lambda: prctl(2, ctypes.addressof(value))),
+            "get dumpable": attempt(lambda: prctl(3)),
+            "setsid": attempt(os.setsid),
+            "setpgid": attempt(lambda: os.setpgid(0, 0)),
+        }
+
+    results = run_sandboxed(body, workdir=workdir).results
+    for name in ("set pdeathsig", "clear pdeathsig", "dumpable", "subreaper", "ptracer"):
+        assert results[name] == "PermissionError: EPERM", (name, results[name])
+    assert results["setsid"] == results["setpgid"] == "PermissionError: EPERM"
+    assert results["get pdeathsig"] == "ok: 0"
+    assert results["get dumpable"] == "ok: 0"
