@@ -194,7 +194,7 @@ def doctor_command(
         bool, typer.Option("--strict", help="Exit 1 when any OS isolation layer is unavailable.")
     ] = False,
 ) -> None:
-    """Report which isolation layers are active on this machine, and the Pyodide worker."""
+    """Report the isolation layers this machine gives, the fail-closed mode, and the Pyodide worker."""
     from ._doctor import doctor_report
 
     text, complete = doctor_report()

@@ -70,6 +70,15 @@ _WAYS_OUT_BEST_EFFORT: Final = (
     '`ptc doctor` lists the layers. The Pyodide worker (runtime "pyodide") needs '
     "none of these kernel features."
 )
+_MAX_OPEN_FILES: Final = 64
+# Modules the bootstrap itself needs in every worker.
+_BOOTSTRAP_MODULES: Final = ("asyncio",)
+# Programs up to this size are compiled on the host (cheaper than in a worker
+# that just woke up); bigger ones would hold up the host's event loop.
+_HOST_COMPILE_MAX_CHARS: Final = 16_384
+# Compiled programs kept for programs that come again (retries, the same
+# snippet over many inputs): at most this many, each at most the size above.
+_COMPILED_PROGRAMS_KEPT: Final = 64
 
 
 def _missing_layers(greeting: Mapping[str, Any] | None, off: tuple[str, ...]) -> tuple[str, ...]:
@@ -88,17 +97,6 @@ def _missing_layers(greeting: Mapping[str, Any] | None, off: tuple[str, ...]) ->
         and layer[1] is not True
         and layer[0] not in off
     )
-
-
-_MAX_OPEN_FILES: Final = 64
-# Modules the bootstrap itself needs in every worker.
-_BOOTSTRAP_MODULES: Final = ("asyncio",)
-# Programs up to this size are compiled on the host (cheaper than in a worker
-# that just woke up); bigger ones would hold up the host's event loop.
-_HOST_COMPILE_MAX_CHARS: Final = 16_384
-# Compiled programs kept for programs that come again (retries, the same
-# snippet over many inputs): at most this many, each at most the size above.
-_COMPILED_PROGRAMS_KEPT: Final = 64
 
 
 class SubprocessRuntime(Runtime):
