@@ -110,6 +110,11 @@ DEFAULT_ALLOWED_MODULES: Final = frozenset(
 
 _ImportFunction = Callable[..., types.ModuleType]
 
+# Modules that the C code of an allowed module imports on the program's behalf
+# (a C function has no frame: the guard sees the program's). ``_strptime`` backs
+# ``datetime.strptime`` and ``time.strptime``. Importable when an owner is allowed.
+_IMPORTED_FOR: Final = {"_strptime": ("datetime", "time")}
+
 
 def is_module_allowed(name: str, allowed: frozenset[str]) -> bool:
     """Whether ``name`` or one of its parent packages is in ``allowed``."""
@@ -127,7 +132,8 @@ def check_program_import(
     """Raise ``ImportError`` unless the program may run this import statement."""
     if level:
         raise ImportError("relative imports are not allowed in the program", name=name)
-    if name == "__future__" or is_module_allowed(name, allowed):
+    owners = _IMPORTED_FOR.get(name, ())
+    if name == "__future__" or is_module_allowed(name, allowed) or any(o in allowed for o in owners):
         # ``from __future__ import ...`` at the top of a program runs this
         # import too; the module only describes compiler features.
         return

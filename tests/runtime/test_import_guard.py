@@ -122,3 +122,25 @@ async def test_in_a_worker_borrowed_globals_are_refused_and_lazy_imports_work() 
     assert results == {
         name: "refused: import of 'os' is not allowed in the program" for name in BORROWED
     }
+
+
+@pytest.mark.anyio
+async def test_imports_that_c_code_makes_for_an_allowed_module_work_in_a_worker() -> None:
+    # datetime's and time's C code import _strptime with the program's frame on top.
+    program = (
+        "import datetime, time\n"
+        "return [datetime.datetime.strptime('2024-01-02', '%Y-%m-%d').isoformat(),\n"
+        "        time.strptime('2024', '%Y').tm_year]"
+    )
+    async with SubprocessRuntime(spares=0, limits=Limits(timeout=20)) as runtime:
+        outcome = await runtime.run(program, tool_names=[], call_tool=ToolBox())
+    assert outcome.ok, outcome.message
+    assert outcome.result == ["2024-01-02T00:00:00", 2024]
+
+
+def test_a_module_imported_for_an_owner_is_refused_without_the_owner() -> None:
+    from runtime._imports import check_program_import
+
+    check_program_import("_strptime", (), 0, frozenset({"datetime"}))
+    with pytest.raises(ImportError):
+        check_program_import("_strptime", (), 0, frozenset({"json"}))
