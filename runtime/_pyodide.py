@@ -21,7 +21,9 @@ is the one that still holds.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
+import shutil
 import signal
 from collections import deque
 from collections.abc import Sequence
@@ -29,8 +31,17 @@ from pathlib import Path
 from typing import Final
 
 import anyio
+import anyio.abc
 
-from ._base import CallTool, CancelSignal, Limits, RunOutcome, Runtime, checked_run_arguments
+from ._base import (
+    CallTool,
+    CancelSignal,
+    Isolation,
+    Limits,
+    RunOutcome,
+    Runtime,
+    checked_run_arguments,
+)
 from ._deadlines import Deadlines
 from ._exceptions import WorkerStartError
 from ._pool import ExitStatus
@@ -41,8 +52,15 @@ from ._session import drive_run
 
 __all__ = ["PyodideRuntime"]
 
+#: Every outcome's isolation: Deno's permissions and WebAssembly, which do not
+#: depend on the kernel (no layer can be missing); only the JS lockdown can be
+#: switched off (``lockdown=False``).
+_ISOLATION: Final = Isolation(mode="strict", runtime="pyodide")
+_ISOLATION_UNLOCKED: Final = Isolation(mode="strict", runtime="pyodide", off=("js-globals",))
 #: Loading Pyodide is the runtime's time, not the program's: bounded on its own.
 _START_TIMEOUT: Final = 60.0
+#: How long the housekeeping task waits for a killed worker to exit.
+_EXIT_TIMEOUT: Final = 5.0
 _MEMORY_POLL: Final = 0.05
 #: Deno, V8 and the compiled Pyodide module, on top of the program's memory.
 _BASE_RSS: Final = 384 * 1024 * 1024
@@ -97,14 +115,18 @@ class PyodideRuntime(Runtime):
         self._limits = limits if limits is not None else Limits()
         self._spare_count = spares
         self._lockdown = lockdown
+        self._isolation = _ISOLATION if lockdown else _ISOLATION_UNLOCKED
         self._install: PyodideInstall = locate_pyodide(
             Path(cache_dir) if cache_dir is not None else None
         )
         self._default_profile = self._profile(self._limits)
         self._spares: deque[DenoWorker] = deque()
-        # Killed workers whose exit is not collected yet: tearing down a Deno
-        # process takes tens of ms, so runs do not wait for it (see _bury).
+        # Killed workers whose exit is not collected or whose home is not
+        # removed yet: tearing down a Deno process takes tens of ms, and
+        # removing its home a few more, so runs do not wait (see _bury).
         self._dying: list[DenoWorker] = []
+        # Set to wake the block's housekeeping task, while it runs (see _tidy).
+        self._tidy_wanted: anyio.Event | None = None
         self._closed = False
         # Tasks answering tool calls, kept parked across runs while the runtime
         # is entered as a context manager (see ``_runners``).
@@ -160,13 +182,41 @@ class PyodideRuntime(Runtime):
         return self._spawn(profile)
 
     def _bury(self, worker: DenoWorker) -> None:
-        """Kill ``worker`` and close its descriptors now; collect its exit later."""
+        """Kill ``worker`` and close its descriptors now; collect its exit and remove
+        its home later (the block's housekeeping task, else the next run)."""
         worker.close()
-        if worker.alive:
-            self._dying.append(worker)
+        self._dying.append(worker)
+        if self._tidy_wanted is not None:
+            self._tidy_wanted.set()
 
     def _reap(self) -> None:
-        self._dying = [worker for worker in self._dying if worker.alive]
+        """Without the housekeeping task: let go of the killed workers that exited."""
+        if self._tidy_wanted is None:
+            self._dying = [worker for worker in self._dying if not worker.remove_home()]
+
+    async def _tidy(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Collect killed workers' exits and remove their homes, between runs.
+
+        The block's own task: a run hands its worker over (``_bury``) and
+        returns; removing a home (a few files Deno keeps) takes milliseconds,
+        done in a thread, and the exit status is waited for through a pidfd.
+        """
+        self._tidy_wanted = anyio.Event()
+        task_status.started()
+        try:
+            while True:
+                await self._tidy_wanted.wait()
+                self._tidy_wanted = anyio.Event()
+                for worker in list(self._dying):
+                    if await worker.wait_status(_EXIT_TIMEOUT) is None:
+                        continue  # still going: tried again at the next burial, or by aclose()
+                    await anyio.to_thread.run_sync(shutil.rmtree, worker.home, True)
+                    with contextlib.suppress(ValueError):  # (aclose() may have taken it)
+                        self._dying.remove(worker)
+        finally:
+            self._tidy_wanted = None
 
     async def run(
         self,
@@ -180,10 +230,12 @@ class PyodideRuntime(Runtime):
         names = checked_run_arguments(code, tool_names)
         limits = limits if limits is not None else self._limits
         if cancel is not None and cancel.aborted:
-            return RunOutcome.failure("cancelled", "the run was cancelled before it started")
+            outcome = RunOutcome.failure("cancelled", "the run was cancelled before it started")
+            return dataclasses.replace(outcome, isolation=self._isolation)
         worker = self._acquire(self._profile(limits))
         try:
-            return await self._drive(worker, code, names, call_tool, limits, cancel)
+            outcome = await self._drive(worker, code, names, call_tool, limits, cancel)
+            return dataclasses.replace(outcome, isolation=self._isolation)
         finally:
             if self._closed:  # nobody would collect it later
                 await worker.aclose()
@@ -204,10 +256,12 @@ class PyodideRuntime(Runtime):
                 await self._dying.pop().aclose()
 
     async def __aenter__(self) -> PyodideRuntime:
-        """Keep the tasks that answer tool calls, and the runs' deadline keeper, while the block runs."""
+        """Keep the tasks that answer tool calls, the runs' deadline keeper and the
+        housekeeping task (killed workers' exits and homes), while the block runs."""
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(self.aclose)
-            _, self._runners, self._deadlines = await enter_services(stack)
+            group, self._runners, self._deadlines = await enter_services(stack)
+            await group.start(self._tidy, name="ptc-pyodide-tidy")
             self._exit_stack = stack.pop_all()
         return self
 
@@ -256,6 +310,7 @@ class PyodideRuntime(Runtime):
                 cancel=cancel,
                 runners=self._runners,
                 deadlines=self._deadlines,
+                memory_baseline=worker.rss_bytes(),  # Deno's own, not the program's
             )
             watchers.cancel_scope.cancel()
         if not worker.finished and outcome.kind in ("crashed", "memory", "timeout"):

@@ -7,7 +7,7 @@ Deno capability (net, run, env, write, ffi, sys, imports) is denied; V8 flags
 cap the JS heap and the wasm memory and forbid code generation from strings.
 The process gets its own session (its group is killed as one), an almost empty
 environment and a home of its own: a fresh temporary directory (its working
-directory and ``DENO_DIR``), removed once its exit is collected, with each file
+directory and ``DENO_DIR``), removed once it has exited, with each file
 Deno writes capped by ``RLIMIT_FSIZE``. Deno's web cache and KV store are kept
 in memory there; only the compiled-code cache of the worker's own modules is
 shared (see :func:`make_home`). Nothing a run leaves behind is seen by another:
@@ -337,7 +337,15 @@ class DenoWorker(Worker):
             self._max_rss = usage.ru_maxrss * 1024
         # Popen must know too, or it warns that the process is still running.
         self.popen.returncode = os.waitstatus_to_exitcode(status)
-        # Nothing writes there now (Deno cannot start other processes).
+        return True
+
+    def remove_home(self) -> bool:
+        """Remove the worker's home once it has exited; whether it is gone.
+
+        Nothing writes there once the process is gone (Deno cannot start others).
+        """
+        if not self._reap():
+            return False
         shutil.rmtree(self.home, ignore_errors=True)
         return True
 
@@ -366,8 +374,9 @@ class DenoWorker(Worker):
                 self.popen.stderr.close()
 
     async def aclose(self) -> None:
-        """Kill, reap and close, shielded from cancellation."""
+        """Kill, reap, close and remove the home, shielded from cancellation."""
         self.kill()
         with anyio.CancelScope(shield=True):
             await self.wait_status(_REAP_TIMEOUT)
         self.close()
+        self.remove_home()

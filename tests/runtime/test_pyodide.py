@@ -614,6 +614,20 @@ async def test_a_spare_serves_one_run_and_is_replaced() -> None:
 
 @pytest.mark.anyio
 @pytest.mark.pyodide
+async def test_no_worker_home_outlives_the_runtime() -> None:
+    # Each worker's home (its working directory and DENO_DIR) is its own.
+    async with open_runtime(spares=1) as runtime:
+        await runtime.start()
+        served = spy_on_workers(runtime)
+        outcome = await runtime.run("return 1", tool_names=[], call_tool=ToolBox())
+        assert outcome.ok, outcome.message
+        workers = [*served, *runtime._spares]
+        assert len({worker.home for worker in workers}) == 2
+    assert not any(worker.home.exists() for worker in workers)
+
+
+@pytest.mark.anyio
+@pytest.mark.pyodide
 async def test_other_memory_limits_start_a_matching_worker() -> None:
     async with open_runtime(spares=1) as runtime:
         await runtime.start()
