@@ -405,6 +405,35 @@ def test_the_deno_command_grants_nothing_but_reading_the_assets(tmp_path: Path) 
     assert command[-1].endswith("snapshot-x.bin")
 
 
+def test_each_worker_gets_a_home_of_its_own(tmp_path: Path) -> None:
+    import shutil
+
+    from runtime._pyodide_assets import PyodideInstall
+    from runtime._pyodide_worker import HOME_PREFIX, _environment, make_home
+
+    shared = tmp_path / "deno"
+    shared.mkdir()
+    (shared / "v8_code_cache_v2").write_bytes(b"compiled code")
+    (shared / "location_data").mkdir()  # what an older worker left: not seen
+    install = PyodideInstall(
+        deno=Path("/opt/deno"), assets=tmp_path / "assets", snapshot=None, deno_dir=shared
+    )
+    one, two = make_home(install), make_home(install)
+    try:
+        assert one != two and one.name.startswith(HOME_PREFIX)
+        # Only V8's code cache of the worker's own modules is shared.
+        assert [path.name for path in (one / "deno").iterdir()] == ["v8_code_cache_v2"]
+        assert (one / "deno" / "v8_code_cache_v2").read_bytes() == b"compiled code"
+        environment = _environment(one)
+        assert environment["DENO_DIR"] == str(one / "deno")
+        assert environment["DENO_CACHE_DB_MODE"] == environment["DENO_KV_DB_MODE"] == "memory"
+        assert environment["TZ"] == "UTC"
+        assert not any(str(tmp_path / "assets") in value for value in environment.values())
+    finally:
+        shutil.rmtree(one)
+        shutil.rmtree(two)
+
+
 @pytest.mark.parametrize(
     ("memory", "wasm"),
     [(1, 128 * MiB), (256 * MiB, 256 * MiB), (64 * 1024 * MiB, 4096 * MiB)],
