@@ -9,7 +9,11 @@ future that the channel reader resolves when the host answers, so concurrent
 calls overlap. The last frame is ``done`` or ``error``; then the process exits.
 
 Nothing here is trusted by the host: this code shares the process with the
-program, so every limit it enforces is enforced on the host again.
+program, so every limit it enforces is enforced on the host again. It reports
+what the program did, never which limit it hit: past the output or tool-call
+limit it sends the frame that passed it (for the host to count) and stops the
+program without a final frame; a ``MemoryError`` is an ``exception`` like any
+other (the host asks the kernel whether it was the memory limit).
 """
 
 from __future__ import annotations
@@ -39,7 +43,9 @@ from ._program import (
     ToolCallError,
     Tools,
     compile_program,
+    log_cost,
     memory_message,
+    overflow_frames,
     syntax_message,
 )
 from ._program import format_program_exception as _format_exception
@@ -62,7 +68,9 @@ __all__ = [
     "set_cpu_policy",
 ]
 
-EXIT_MEMORY = 3
+# Exit codes, for a reader of the worker's status: the host decides nothing
+# from them (the program can exit with any code it likes).
+EXIT_MEMORY = 3  # the failure could not even be reported
 EXIT_INTERNAL = 4
 EXIT_HOST_GONE = 5
 # A read asks for what the frame in progress still needs, within these bounds:
@@ -242,12 +250,8 @@ class _Run:
             message = message.encode("utf-8", "backslashreplace").decode("utf-8")
             self.finish({"type": "error", "kind": kind, "message": message})
 
-    def count_output(self, size: int) -> None:
-        self.output += size
-        if self.output > self.max_output:
-            self.fail("output_limit", f"the program's output exceeded {self.max_output} bytes")
-
     def log(self, text: str) -> None:
+        """Send ``text`` as log frames; past the output limit, stop (see :func:`log_cost`)."""
         try:
             data = orjson.dumps({"type": "log", "text": text})
         except orjson.JSONEncodeError:
@@ -261,25 +265,31 @@ class _Run:
             return
         self.flush()  # keep logs and calls in the order the program made them
         self.send_bytes(len(data).to_bytes(4, "big") + data)
+        self.output += log_cost(len(data), text.count("\n"))
+        if self.output > self.max_output:
+            self.leave()  # the host counted the same and ends the run
 
     # -- tool calls ----------------------------------------------------------------
 
     def call(self, name: str, args: Any) -> asyncio.Future[Any]:
+        call_id = self.calls + 1
         try:
             check_json(args)
-            self.calls += 1
-            call_id = self.calls
             data = orjson.dumps({"type": "call", "id": call_id, "name": name, "args": args})
         except (NotJsonError, orjson.JSONEncodeError) as exc:
             raise TypeError(f"arguments of tool {name!r} are not JSON: {exc}") from None
-        if call_id > self.max_calls:
-            self.fail("tool_call_limit", f"the program made more than {self.max_calls} tool calls")
-        if len(data) > self.max_message:
+        if len(data) > self.max_message:  # not sent: the id goes to the next call
             raise ToolCallError(
                 name, f"arguments are {len(data)} bytes, over the limit of {self.max_message}"
             )
-        future: asyncio.Future[Any] = self.loop.create_future()
+        self.calls = call_id
         frame = len(data).to_bytes(4, "big") + data
+        if call_id > self.max_calls:
+            # One call too many: the host counts it and ends the run.
+            self.flush()
+            self.send_bytes(frame)
+            self.leave()
+        future: asyncio.Future[Any] = self.loop.create_future()
         if self.pending or self.outbox:
             # Other calls are in flight (asyncio.gather and friends): batch
             # this one with whatever else is issued before the loop turns.
@@ -387,7 +397,7 @@ class _Run:
             except SyntaxError as exc:
                 self.fail("syntax", syntax_message(exc))
             except MemoryError:
-                self.fail("memory", "MemoryError: the program is too large to compile")
+                self.fail("exception", "MemoryError: the program is too large to compile")
             except RecursionError:
                 self.fail("syntax", "SyntaxError: the program is nested too deeply to compile")
         namespace = self.namespace
@@ -427,11 +437,20 @@ class _Run:
                 "exception",
                 f"TypeError: the program's return value is not lossless JSON: {exc}",
             )
-        if len(data) > self.max_message or self.output + len(data) > self.max_output:
-            self.fail(
-                "output_limit",
-                f"the program's result ({len(data)} bytes) exceeds the output limit",
-            )
+        if len(data) > self.max_message:
+            # No frame can carry it: send what shows the host the output limit
+            # passed, or, within the limit, fail as the program's error.
+            frames = overflow_frames(len(data), self.output, self.max_output, self.max_message)
+            if frames is None:
+                self.fail(
+                    "exception",
+                    f"ValueError: the program's result is {len(data)} bytes, over the "
+                    f"message limit of {self.max_message} bytes",
+                )
+            self.flush()
+            for text in frames:
+                self.send_bytes(len(text).to_bytes(4, "big") + text.encode())
+            self.leave()
         return len(data).to_bytes(4, "big") + data
 
 
@@ -496,15 +515,22 @@ def serve(
         if task is None or not task.done():
             raise RuntimeError("Event loop stopped before Future completed.")
         value = task.result()
-    except MemoryError:
-        run.fail("memory", memory_message())
     except BaseException as exc:  # the program's failure, whatever it raised
+        _report_failure(run, exc)
+    run.report(value)
+
+
+def _report_failure(run: _Run, exc: BaseException) -> NoReturn:
+    """Report the program's failure ``exc`` (a ``MemoryError`` too) as an ``exception``."""
+    try:
         try:
             message = format_program_exception(exc)
         except MemoryError:
-            run.fail("memory", memory_message())
+            message = memory_message()
         run.fail("exception", message)
-    run.report(value)
+    except MemoryError:
+        # Not even that: the host finds the worker gone and asks the kernel.
+        os._exit(EXIT_MEMORY)
 
 
 # No imports: the allow-list may be anything. The calls go one by one, then

@@ -6,6 +6,11 @@ definition of the program semantics for both workers. Standard library only and
 no package-relative import: the CPython worker imports it as ``runtime._program``,
 the Pyodide worker loads this file as the module ``_ptc_program``.
 
+Output accounting (:func:`log_cost`, :func:`overflow_frames`) is defined here
+once for the host and both workers: a worker stops its program once its own
+count passes the output limit, right after the frame that passed it, and the
+host, counting the same frames the same way, decides ``output_limit``.
+
 Security warning: this code runs in the same interpreter as the untrusted
 program, which can patch it and read its state. It enforces nothing the host
 relies on; the host checks every frame and every limit again.
@@ -23,6 +28,7 @@ from types import CodeType, TracebackType
 from typing import Any, NoReturn, Protocol
 
 __all__ = [
+    "LINE_COST",
     "MAX_PARTIAL_CHARS",
     "NOTHING",
     "NOTHING_NAME",
@@ -34,7 +40,10 @@ __all__ = [
     "Tools",
     "compile_program",
     "format_program_exception",
+    "is_memory_error",
+    "log_cost",
     "memory_message",
+    "overflow_frames",
     "program_module",
     "syntax_message",
 ]
@@ -46,6 +55,13 @@ PROGRAM_FUNCTION = "<module>"
 NOTHING_NAME = "__ptc_nothing__"
 #: Partial lines are flushed as a line of their own once they get this long.
 MAX_PARTIAL_CHARS = 1 << 16
+#: What each line of output costs toward the output limit on top of its text:
+#: its quotes and comma in the ``{logs, result}`` JSON (3 bytes) or its newline
+#: in the rendered text (1 byte), rounded up. A flood of empty lines is paid for.
+LINE_COST = 4
+# ``{"type":"log","text":""}`` and ``{"type":"overflow","text":""}``: frames without their text.
+_LOG_FRAME_BYTES = 24
+_OVERFLOW_FRAME_BYTES = 29
 
 
 class _Nothing:
@@ -75,13 +91,56 @@ ToolCallError.__module__ = "builtins"
 
 
 class ProgramRun(Protocol):
-    """What the ``tools`` bindings and the ``print`` writer need of a worker's run."""
+    """What the ``tools`` bindings and the ``print`` writer need of a worker's run.
+
+    ``log`` sends one log frame and counts it (:func:`log_cost`) toward the
+    output limit, stopping the program once the count passes it.
+    """
 
     def call(self, name: str, args: Any) -> asyncio.Future[Any]: ...
 
-    def count_output(self, size: int) -> None: ...
-
     def log(self, text: str) -> None: ...
+
+
+# --------------------------------------------------------------------------- output limit
+
+
+def log_cost(frame_bytes: int, newlines: int) -> int:
+    """What one log frame counts toward the output limit, on either end of the wire.
+
+    ``frame_bytes`` is the size of the frame's JSON payload and ``newlines``
+    the number of ``"\n"`` in its text. The count is the text as JSON
+    escapes it (UTF-8 bytes; 2 bytes per quote, backslash or newline, 6 per
+    other control character), less each newline's escape, plus
+    :data:`LINE_COST` for every line the text makes. So the logs, as the
+    ``{logs, result}`` JSON or as rendered text, never take more bytes than
+    they were counted for. (A frame written with more bytes than needed only
+    costs its sender more.)
+    """
+    return frame_bytes - _LOG_FRAME_BYTES + (newlines + 1) * LINE_COST - 2 * newlines
+
+
+def overflow_frames(
+    frame_bytes: int, output: int, max_output: int, max_message: int
+) -> list[str] | None:
+    """What to send instead of a final frame of ``frame_bytes`` bytes that no frame can carry.
+
+    Only the host decides that the output limit was passed, from bytes it
+    counts itself, so as many bytes as it takes to pass the limit (``output``
+    counted so far of ``max_output``) go instead, as ``overflow`` frames of
+    spaces (counted by the host, never shown), each within ``max_message``.
+    ``None`` when even the whole frame would not pass the limit: the result
+    is then merely too big for a message, an error of the program's.
+    """
+    missing = max_output - output + 1
+    if frame_bytes < missing or max_message < _OVERFLOW_FRAME_BYTES:
+        return None
+    frames: list[str] = []
+    while missing > 0:
+        size = min(max_message, max(missing, _OVERFLOW_FRAME_BYTES))
+        frames.append('{"type":"overflow","text":"' + " " * (size - _OVERFLOW_FRAME_BYTES) + '"}')
+        missing -= size
+    return frames
 
 
 # --------------------------------------------------------------------------- compile
@@ -240,7 +299,17 @@ def syntax_message(exc: SyntaxError) -> str:
 
 
 def memory_message() -> str:
-    return "MemoryError: the program ran out of memory (it hit the worker's memory limit)"
+    """The failure message of a ``MemoryError`` whose traceback could not be formatted.
+
+    Reported as an ``exception``: only the host can tell (from the kernel's
+    account of the worker's memory) whether it was the memory limit.
+    """
+    return "MemoryError: out of memory (no memory left to format the traceback)"
+
+
+def is_memory_error(message: str) -> bool:
+    """Whether a failure ``message`` (a traceback) ends in a ``MemoryError`` line."""
+    return message[message.rfind("\n") + 1 :].startswith("MemoryError")
 
 
 # --------------------------------------------------------------------------- tools
@@ -330,7 +399,6 @@ class LogWriter(io.TextIOBase):
         if type(text) is not str:
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
         size = len(text)
-        self._run.count_output(size)
         if "\n" in text:
             head, _, tail = text.rpartition("\n")
             if self._partial:

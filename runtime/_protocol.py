@@ -9,8 +9,17 @@ Worker -> host::
     {"type": "ready", "layers": [[name, active, detail], ...]}
     {"type": "call", "id": n, "name": tool_name, "args": json}     # ids 1, 2, 3, ...
     {"type": "log", "text": "one or more lines joined by \\n"}
+    {"type": "overflow", "text": spaces}  # counted output standing in for a
+                                          # result too big for any frame
     {"type": "done"} | {"type": "done", "result": json}
-    {"type": "error", "kind": worker_kind, "message": text}
+    {"type": "error", "kind": "syntax" | "exception", "message": text}
+    {"type": "error", "kind": "sandbox", "message": text}        # instead of "ready"
+
+A worker reports what the program did, never which limit it hit: the host
+counts the output (see ``_program.log_cost``) and the calls, keeps the clock
+and asks the kernel how the worker ended. A frame that claims a limit is
+malformed. Values (``args``, ``result``) nest at most :data:`MAX_JSON_DEPTH`
+levels, checked on the host before anything else touches them.
 
 Host -> worker::
 
@@ -26,7 +35,8 @@ host compiled for it with this same interpreter.)
 
 Security warning: on the host every worker frame is hostile input. Use
 :class:`FrameDecoder` (bounded before allocating) and :func:`parse_worker_frame`
-(exact keys and types) and treat :class:`ProtocolError` as a reason to kill.
+(exact keys and types, bounded depth; it raises nothing but
+:class:`ProtocolError`) and treat :class:`ProtocolError` as a reason to kill.
 """
 
 from __future__ import annotations
@@ -47,6 +57,7 @@ __all__ = [
     "FrameDecoder",
     "LogFrame",
     "NotJsonError",
+    "OverflowFrame",
     "ProtocolError",
     "ReadyFrame",
     "WorkerFrame",
@@ -56,14 +67,17 @@ __all__ = [
 ]
 
 HEADER: Final = struct.Struct(">I")
-MAX_JSON_DEPTH: Final = 255
+#: Deepest nesting of a value that crosses the wire (tool arguments, results).
+#: orjson serialises at most 254 levels and the registry's snapshot admits 255;
+#: the host wraps a program's value in at most 3 more (``ptc run --json``:
+#: payload, events, event), so 250 leaves every host-side consumer room.
+MAX_JSON_DEPTH: Final = 250
 _INT_MIN: Final = -(2**63)
 _INT_MAX: Final = 2**64 - 1
 
-#: Failure kinds a worker may report itself; the others are the host's to decide.
-WORKER_ERROR_KINDS: Final = frozenset(
-    {"syntax", "exception", "memory", "output_limit", "tool_call_limit", "timeout", "sandbox"}
-)
+#: Failure kinds a worker may report: what the program did ("sandbox" only
+#: instead of "ready"). Kinds that mean a limit was hit are the host's alone.
+WORKER_ERROR_KINDS: Final = frozenset({"syntax", "exception", "sandbox"})
 
 
 class ProtocolError(Exception):
@@ -96,6 +110,11 @@ class LogFrame(TypedDict):
     text: str
 
 
+class OverflowFrame(TypedDict):
+    type: Literal["overflow"]
+    text: str
+
+
 class DoneFrame(TypedDict, total=False):
     type: Literal["done"]
     result: Any
@@ -107,7 +126,7 @@ class ErrorFrame(TypedDict):
     message: str
 
 
-WorkerFrame: TypeAlias = ReadyFrame | CallFrame | LogFrame | DoneFrame | ErrorFrame
+WorkerFrame: TypeAlias = ReadyFrame | CallFrame | LogFrame | OverflowFrame | DoneFrame | ErrorFrame
 
 
 def encode_frame(frame: dict[str, Any]) -> bytes:
@@ -165,6 +184,9 @@ _DONE_KEYS: Final = frozenset({"type"})
 _RESULT_KEYS: Final = frozenset({"type", "result"})
 _ERROR_KEYS: Final = frozenset({"type", "kind", "message"})
 _READY_KEYS: Final = frozenset({"type", "layers"})
+# A payload this short cannot nest deeper than the limit (each level costs
+# two bytes, and the frame itself is one): no need to look.
+_SHALLOW_BYTES: Final = 2 * MAX_JSON_DEPTH
 
 
 def _bad(detail: str) -> ProtocolError:
@@ -172,10 +194,14 @@ def _bad(detail: str) -> ProtocolError:
 
 
 def parse_worker_frame(payload: bytes) -> WorkerFrame:
-    """Decode and schema-check one worker frame (exact keys and types).
+    """Decode and schema-check one worker frame (exact keys and types, bounded depth).
+
+    orjson parses at most 1024 levels (and refuses invalid UTF-8, lone
+    surrogates, NaN and raw control characters); values are then checked,
+    iteratively, to nest at most :data:`MAX_JSON_DEPTH` levels.
 
     Raises:
-        ProtocolError: the payload is not a well-formed worker frame.
+        ProtocolError: the payload is not a well-formed worker frame (nothing else).
     """
     try:
         frame = orjson.loads(payload)
@@ -187,26 +213,63 @@ def parse_worker_frame(payload: bytes) -> WorkerFrame:
     keys = frame.keys()
     if kind == "call":
         if keys == _CALL_KEYS and type(frame["id"]) is int and type(frame["name"]) is str:
+            _check_depth(frame["args"], payload)
             return frame  # type: ignore[return-value]
-    elif kind == "log":
+    elif kind == "log" or kind == "overflow":
         if keys == _LOG_KEYS and type(frame["text"]) is str:
             return frame  # type: ignore[return-value]
     elif kind == "done":
-        if keys in (_DONE_KEYS, _RESULT_KEYS):
+        if keys == _RESULT_KEYS:
+            _check_depth(frame["result"], payload)
+            return frame  # type: ignore[return-value]
+        if keys == _DONE_KEYS:
             return frame  # type: ignore[return-value]
     elif kind == "error":
+        error_kind = frame.get("kind")
         if (
             keys == _ERROR_KEYS
-            and frame["kind"] in WORKER_ERROR_KINDS
+            and type(error_kind) is str
+            and error_kind in WORKER_ERROR_KINDS
             and type(frame["message"]) is str
         ):
             return frame  # type: ignore[return-value]
     elif kind == "ready":
         if keys == _READY_KEYS and _is_layer_list(frame["layers"]):
             return frame  # type: ignore[return-value]
+    elif type(kind) is str:
+        raise _bad(f"unknown type {kind[:40]!r}")
     else:
-        raise _bad(f"unknown type {str(kind)[:40]!r}")
+        raise _bad(f"type is {type(kind).__name__}, not str")
     raise _bad(f"malformed {kind!r} frame")
+
+
+def _check_depth(value: object, payload: bytes) -> None:
+    """Raise :class:`ProtocolError` if ``value`` (parsed from ``payload``) nests too deep.
+
+    Iterative: the walk itself cannot exhaust the stack. Only payloads with
+    more brackets than the limit (a count in C) are walked.
+    """
+    if len(payload) <= _SHALLOW_BYTES or (
+        payload.count(b"[") + payload.count(b"{") <= MAX_JSON_DEPTH + 1
+    ):
+        return
+    stack: list[tuple[object, int]] = [(value, 1)]
+    pop = stack.pop
+    push = stack.append
+    while stack:
+        item, depth = pop()
+        kind = type(item)
+        if kind is dict:
+            children: Any = item.values()  # type: ignore[attr-defined]
+        elif kind is list:
+            children = item
+        else:
+            continue
+        if depth > MAX_JSON_DEPTH:
+            raise _bad(f"a value nests deeper than {MAX_JSON_DEPTH} levels")
+        for child in children:
+            if type(child) is dict or type(child) is list:
+                push((child, depth + 1))
 
 
 def _is_layer_list(value: object) -> bool:

@@ -1,10 +1,18 @@
 """Host side of one run: drive a worker's channel to a single :class:`RunOutcome`.
 
 Every frame from the worker is hostile input: it is size-bounded by the
-decoder, schema-checked by ``parse_worker_frame`` and checked against the
-run's state (call ids in order, known tool names, limits). Any violation ends
-the run as ``protocol``; the caller then kills the worker. The wall clock,
-output bytes and tool-call count are enforced here whatever the worker says.
+decoder, schema- and depth-checked by ``parse_worker_frame`` before anything
+else touches it, and checked against the run's state (call ids in order, known
+tool names, limits). Any violation ends the run as ``protocol``; the caller
+then kills the worker.
+
+The host decides every kind that means a limit was hit, from its own
+evidence only: ``timeout`` from its own clock or the kernel's account of the
+worker's CPU time, ``output_limit`` and ``tool_call_limit`` from its own count
+of the frames it read (``_program.log_cost``), ``memory`` from the kernel's
+account of the worker's peak resident memory. A worker reports only what the
+program did (``syntax``, ``exception``); its exit code and any signal it
+could have sent itself decide nothing.
 """
 
 from __future__ import annotations
@@ -12,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
-import math
 import os
 import signal
 import socket
@@ -27,10 +34,10 @@ import anyio.lowlevel
 import orjson
 
 from ._base import CallTool, CancelSignal, FailureKind, Limits, RunOutcome, ToolAnswer
-from ._bootstrap import EXIT_HOST_GONE, EXIT_INTERNAL, EXIT_MEMORY
 from ._channel import ChannelClosed, FrameChannel
 from ._deadlines import Deadlines
-from ._pool import Worker
+from ._pool import ExitStatus, Worker
+from ._program import is_memory_error, log_cost
 from ._protocol import HEADER, ProtocolError, encode_frame, parse_worker_frame
 from ._runners import CallRunners, InContext
 
@@ -42,6 +49,17 @@ _STATUS_GRACE = 1.0
 # Runner tasks a run without a runtime's own runners keeps parked for its
 # next calls; beyond this, one that finishes leaves at once.
 _RUN_RUNNERS_KEPT = 8
+# A worker ran out of memory only if the kernel saw it use at least this share
+# of its memory limit. The limit caps the address space (or the wasm memory);
+# a program that used its memory up holds most of it resident, less its last
+# failed request, while one that asked for the impossible at once, or raised
+# MemoryError itself, holds little.
+_MEMORY_EVIDENCE = 0.5
+# The kernel stops a worker at its CPU limit (rounded up to whole seconds), as
+# it counts CPU time: in ticks, which can run ahead of the precise time rusage
+# reports (7% seen on a VM with steal time). A worker that ended having used
+# this share of its limit used it up.
+_CPU_EVIDENCE = 0.9
 
 
 async def drive_run(
@@ -56,6 +74,7 @@ async def drive_run(
     while_waiting: Callable[[], None] | None = None,
     runners: CallRunners | None = None,
     deadlines: Deadlines | None = None,
+    memory_baseline: int = 0,
 ) -> RunOutcome:
     """Run ``code`` on ``worker`` and return its outcome; the caller kills the worker.
 
@@ -67,6 +86,9 @@ async def drive_run(
     runs); without them the run starts its own at its first call.
     ``deadlines``, when given and running, keep the run's wall-clock deadline
     (the runtime's own); without them the run keeps it in a cancel scope.
+    ``memory_baseline`` is the worker's resident memory before the program
+    (Deno's own, for the Pyodide worker): not the program's when the kernel's
+    account of its peak is weighed against the memory limit.
     """
     names = frozenset(tool_names)
     fields: dict[str, Any] = {
@@ -96,7 +118,7 @@ async def drive_run(
         sent = 0
     except OSError:
         sent = len(data)
-    session = _Session(worker, names, call_tool, limits, runners, deadlines)
+    session = _Session(worker, names, call_tool, limits, runners, deadlines, memory_baseline)
     return await session.run(
         memoryview(data)[sent:] if sent < len(data) else None, cancel, while_waiting
     )
@@ -139,6 +161,7 @@ class _Session:
         "jobs",
         "limits",
         "logs",
+        "memory_baseline",
         "outcome",
         "output",
         "queued",
@@ -156,8 +179,10 @@ class _Session:
         limits: Limits,
         runners: CallRunners | None,
         deadlines: Deadlines | None = None,
+        memory_baseline: int = 0,
     ) -> None:
         self.worker = worker
+        self.memory_baseline = memory_baseline
         self.deadlines = deadlines
         self.tool_names = tool_names
         self.call_tool = call_tool
@@ -460,14 +485,23 @@ class _Session:
                     return call
                 if kind == "log":
                     text = frame["text"]
-                    self.output += len(text) + 1
+                    newlines = text.count("\n")
+                    self.output += log_cost(len(payload), newlines)
                     if self.output > limits.max_output_bytes:
                         outcome = self.output_limit()
                         break
-                    self.logs.extend(text.split("\n"))
-                elif kind == "done":
-                    self.worker.finished = True
+                    if newlines:
+                        self.logs.extend(text.split("\n"))
+                    else:
+                        self.logs.append(text)
+                elif kind == "overflow":  # counted, never shown
                     self.output += len(payload)
+                    if self.output > limits.max_output_bytes:
+                        outcome = self.output_limit()
+                        break
+                elif kind == "done":
+                    self.output += len(payload)
+                    self.worker.finished = True
                     if self.output > limits.max_output_bytes:
                         outcome = self.output_limit()
                     elif "result" in frame:
@@ -481,14 +515,18 @@ class _Session:
                         outcome = RunOutcome(logs=self.logs, tool_calls=self.calls)
                     break
                 elif kind == "error":
-                    if frame["kind"] == "sandbox":
+                    error_kind = frame["kind"]
+                    if error_kind == "sandbox":
                         raise ProtocolError("a sandbox error after 'ready'")
                     self.worker.finished = True
                     self.output += len(payload)
-                    if self.output > limits.max_output_bytes and frame["kind"] != "output_limit":
+                    message = frame["message"]
+                    if self.output > limits.max_output_bytes:
                         outcome = self.output_limit()
+                    elif error_kind == "exception" and is_memory_error(message):
+                        outcome = await self.memory_error(message)
                     else:
-                        outcome = self.failure(frame["kind"], frame["message"])
+                        outcome = self.failure(error_kind, message)
                     break
                 else:
                     raise ProtocolError(f"unexpected {kind!r} frame")
@@ -597,43 +635,83 @@ class _Session:
 
     async def lost(self) -> RunOutcome:
         """The channel closed without a final frame: find out how the worker ended."""
+        status = await self.exit_status()
+        if status is None:
+            return self.failure("crashed", "the worker was lost (its supervisor went away)")
+        return self.classify_exit(status.status, status.cpu_seconds, status.max_rss_bytes)
+
+    async def exit_status(self) -> ExitStatus | None:
+        """The worker's exit status (killed if it does not end within a grace period)."""
         worker = self.worker
         status = await worker.wait_status(_STATUS_GRACE)
         if status is None:
             worker.kill()
             status = await worker.wait_status(_STATUS_GRACE)
-        if status is None:
-            return self.failure("crashed", "the worker was lost (its supervisor went away)")
-        return self.classify_exit(status.status, status.cpu_seconds)
+        return status
 
-    def classify_exit(self, status: int, cpu_seconds: float) -> RunOutcome:
+    async def memory_error(self, message: str) -> RunOutcome:
+        """The program failed with a ``MemoryError``: ``memory`` if the kernel saw it
+        use its memory up, else the ``exception`` the worker reported.
+
+        The only path that waits for a finished worker's exit. The worker is let
+        go (its channel shut), not killed: one that exits by itself is reaped
+        by its own supervisor, whose account then includes the program's memory.
+        """
+        with contextlib.suppress(OSError):
+            self.worker.sock.shutdown(socket.SHUT_RDWR)
+        status = await self.exit_status()
+        if status is not None and self.used_memory(status.max_rss_bytes):
+            return self.memory_failure(status.max_rss_bytes)
+        return self.failure("exception", message)
+
+    def used_memory(self, max_rss_bytes: int) -> bool:
+        used = max_rss_bytes - self.memory_baseline
+        return used >= self.limits.memory_bytes * _MEMORY_EVIDENCE
+
+    def memory_failure(self, max_rss_bytes: int) -> RunOutcome:
+        before = (
+            f" ({_mib(self.memory_baseline)} MiB before the run)" if self.memory_baseline else ""
+        )
+        return self.failure(
+            "memory",
+            f"the program ran out of memory: the worker's peak resident memory was "
+            f"{_mib(max_rss_bytes)} MiB{before}, its memory limit "
+            f"{_mib(self.limits.memory_bytes)} MiB",
+        )
+
+    def classify_exit(self, status: int, cpu_seconds: float, max_rss_bytes: int = 0) -> RunOutcome:
+        """How a worker that sent no final frame ended, decided from the kernel's evidence.
+
+        ``status`` is the raw wait status, ``cpu_seconds`` and ``max_rss_bytes``
+        the worker's CPU time and peak resident memory (rusage). A limit's kind
+        needs the limit reached (90% of the CPU time, half the memory resident);
+        nothing the program chooses (its exit code, a signal it sends itself)
+        decides one. The message says what the host knows: how the worker ended.
+        """
+        limits = self.limits
+        if cpu_seconds >= limits.cpu_seconds * _CPU_EVIDENCE:
+            return self.failure(
+                "timeout", f"the program exceeded its CPU time limit of {limits.cpu_seconds:g} s"
+            )
+        if self.used_memory(max_rss_bytes):
+            return self.memory_failure(max_rss_bytes)
         code = os.waitstatus_to_exitcode(status)
         if code < 0:
-            signum = -code
-            cpu_limit = math.ceil(self.limits.cpu_seconds)
-            # CPU accounting is tick-based: allow some slack below the limit.
-            if signum == signal.SIGKILL and cpu_seconds >= cpu_limit * 0.9:
-                signum = signal.SIGXCPU  # the kernel's kill at the hard CPU limit
-            if signum == signal.SIGXCPU:
-                return self.failure(
-                    "timeout",
-                    f"the program exceeded its CPU time limit of {self.limits.cpu_seconds:g} s",
-                )
-            name = _signal_name(signum)
-            if signum == signal.SIGSYS:
-                return self.failure(
-                    "crashed", f"the worker made a forbidden system call and was killed ({name})"
-                )
-            if signum == signal.SIGXFSZ:
-                return self.failure("crashed", f"the worker exceeded its file size limit ({name})")
-            return self.failure(
-                "crashed", f"the worker was killed by {name} after {cpu_seconds:.2f} s of CPU"
-            )
-        if code == EXIT_MEMORY:
-            return self.failure("memory", "the program ran out of memory")
-        if code in (EXIT_INTERNAL, EXIT_HOST_GONE):
-            return self.failure("crashed", f"the worker failed internally (exit code {code})")
-        return self.failure("crashed", f"the worker exited unexpectedly with code {code}")
+            how = f"was killed by {_signal_name(-code)}{_SIGNAL_NOTES.get(-code, '')}"
+        else:
+            how = f"exited with code {code}"
+        return self.failure("crashed", f"the worker {how} after {cpu_seconds:.2f} s of CPU")
+
+
+_SIGNAL_NOTES: Final[dict[int, str]] = {
+    signal.SIGSYS: " (the signal seccomp kills a forbidden system call with)",
+    signal.SIGXFSZ: " (the signal of the file size limit)",
+    signal.SIGXCPU: " (the signal of the CPU limit, which it had not reached)",
+}
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.0f}"
 
 
 async def _await(awaitable: Awaitable[ToolAnswer]) -> ToolAnswer:

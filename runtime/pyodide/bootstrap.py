@@ -36,7 +36,9 @@ if TYPE_CHECKING:  # the same file, as the type checker finds it
         ToolCallError,
         Tools,
         compile_program,
+        log_cost,
         memory_message,
+        overflow_frames,
         syntax_message,
     )
     from runtime._program import format_program_exception as _format_exception
@@ -50,12 +52,14 @@ else:  # loaded by worker.js from runtime/_program.py, before this module
         ToolCallError,
         Tools,
         compile_program,
+        log_cost,
         memory_message,
+        overflow_frames,
         syntax_message,
     )
     from _ptc_program import format_program_exception as _format_exception
 
-MAX_JSON_DEPTH = 255
+MAX_JSON_DEPTH = 250  # runtime._protocol.MAX_JSON_DEPTH: the host refuses deeper
 _INT_MIN = -(2**63)
 _INT_MAX = 2**64 - 1
 _MAX_MESSAGE_CHARS = 32_768
@@ -208,15 +212,10 @@ class _Run:
             message = f"{message[:head]}\n... [{omitted} characters omitted] ...\n{message[-tail:]}"
         return message.encode("utf-8", "backslashreplace").decode("utf-8")
 
-    def fail(self, kind: str, message: str) -> NoReturn:
-        self.writer.drain()
-        self.finish({"type": "error", "kind": kind, "message": message})
+    def stop(self) -> NoReturn:
+        """Stop the program without a final frame: the host sees the limit it passed."""
+        self.finished = True
         raise _Finished
-
-    def count_output(self, size: int) -> None:
-        self.output += size
-        if self.output > self.max_output:
-            self.fail("output_limit", f"the program's output exceeded {self.max_output} bytes")
 
     def log(self, text: str) -> None:
         # One frame per write, like the CPython worker: a line printed just
@@ -224,7 +223,13 @@ class _Run:
         step = max(1, self.max_message // 8)  # 4 bytes per character bound UTF-8
         for start in range(0, len(text), step) if len(text) > step else (0,):
             chunk = text[start : start + step]
-            self.send({"type": "log", "text": chunk.encode("utf-8", "backslashreplace").decode()})
+            chunk = chunk.encode("utf-8", "backslashreplace").decode()
+            data = dumps({"type": "log", "text": chunk})
+            self.send_text(data)
+            # Counted as the host counts it: past the limit, the host ends the run.
+            self.output += log_cost(_utf8_size(data), chunk.count("\n"))
+            if self.output > self.max_output:
+                self.stop()
 
     def call(self, name: str, args: Any) -> asyncio.Future[Any]:
         call_id = self.calls + 1
@@ -235,13 +240,15 @@ class _Run:
             size = _utf8_size(text)
         except (NotJsonError, ValueError, RecursionError) as exc:  # UnicodeEncodeError too
             raise TypeError(f"arguments of tool {name!r} are not JSON: {exc}") from None
-        self.calls = call_id
-        if call_id > self.max_calls:
-            self.fail("tool_call_limit", f"the program made more than {self.max_calls} tool calls")
-        if size > self.max_message:
+        if size > self.max_message:  # not sent: the id goes to the next call
             raise ToolCallError(
                 name, f"arguments are {size} bytes, over the limit of {self.max_message}"
             )
+        self.calls = call_id
+        if call_id > self.max_calls:
+            # One call too many: the host counts it and ends the run.
+            self.send_text(text)
+            self.stop()
         # A plain Future: the WebLoop's create_future() adds a done callback
         # (one more trip through the ready queue per call) and a JS-facing subclass.
         future: asyncio.Future[Any] = asyncio.Future(loop=self.loop)
@@ -272,9 +279,20 @@ class _Run:
             message = f"TypeError: the program's return value is not lossless JSON: {exc}"
             self.finish({"type": "error", "kind": "exception", "message": message})
             return
-        if size > self.max_message or self.output + size > self.max_output:
-            message = f"the program's result ({size} bytes) exceeds the output limit"
-            self.finish({"type": "error", "kind": "output_limit", "message": message})
+        if size > self.max_message:
+            # No frame can carry it: send what shows the host the output limit
+            # passed (the host decides), or, within the limit, fail as the program's error.
+            frames = overflow_frames(size, self.output, self.max_output, self.max_message)
+            if frames is None:
+                message = (
+                    f"ValueError: the program's result is {size} bytes, over the "
+                    f"message limit of {self.max_message} bytes"
+                )
+                self.finish({"type": "error", "kind": "exception", "message": message})
+                return
+            for frame in frames:
+                self.send_text(frame)
+            self.finished = True
             return
         self.send_text(data)
         self.finished = True
@@ -298,9 +316,9 @@ async def _execute(run: _Run, code: str, tool_names: list[str]) -> None:
     except SyntaxError as exc:
         run.finish({"type": "error", "kind": "syntax", "message": syntax_message(exc)})
         return
-    except MemoryError:
+    except MemoryError:  # an exception like any other: the host decides whether it was the limit
         message = "MemoryError: the program is too large to compile"
-        run.finish({"type": "error", "kind": "memory", "message": message})
+        run.finish({"type": "error", "kind": "exception", "message": message})
         return
     except RecursionError:
         message = "SyntaxError: the program is nested too deeply to compile"
@@ -319,11 +337,7 @@ async def _execute(run: _Run, code: str, tool_names: list[str]) -> None:
         value = await main()
     except _Finished:
         return
-    except MemoryError:
-        if not run.finished:
-            run.finish({"type": "error", "kind": "memory", "message": memory_message()})
-        return
-    except BaseException as exc:  # the program's failure, whatever it raised
+    except BaseException as exc:  # the program's failure, whatever it raised (MemoryError too)
         if run.finished:
             return
         try:

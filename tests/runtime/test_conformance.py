@@ -580,3 +580,52 @@ async def test_unencodable_text_is_escaped_in_logs(runtime: Runtime) -> None:
     outcome = await run(runtime, "print('a\\ud800b')\nreturn 1")
     assert outcome.ok, outcome.message
     assert outcome.logs == ["a\\ud800b"]
+
+
+# --------------------------------------------------------------------------- output in bytes
+
+
+# With 1000 bytes of output: a line costs its text as JSON escapes it (UTF-8,
+# "\u0001", "\n") plus 4 bytes, and the final frame ({"type":"done"}) 15.
+@pytest.mark.parametrize(
+    ("text", "fits"),
+    [
+        ("'x' * 981", True),
+        ("'x' * 982", False),
+        ("'\\U0001f600' * 245", True),
+        ("'\\U0001f600' * 246", False),
+        ("'\\x01' * 163", True),
+        ("'\\x01' * 164", False),
+        ("'\\n' * 200", True),  # 201 lines, and the print's own
+        ("'\\n' * 300", False),
+    ],
+)
+async def test_output_is_counted_in_bytes_as_json_escapes_it(
+    runtime: Runtime, text: str, fits: bool
+) -> None:
+    outcome = await run(runtime, f"print({text})", limits=Limits(max_output_bytes=1000))
+    if fits:
+        assert outcome.ok, outcome.message
+        assert "\n".join(outcome.logs) == eval(text)
+    else:
+        assert outcome.kind == "output_limit", outcome.message
+        assert sum(len(line.encode()) + 4 for line in outcome.logs) <= 1000
+
+
+async def test_a_result_too_big_for_any_frame(runtime: Runtime) -> None:
+    # Over the output limit: the host counts what stands in for it and decides.
+    over = await run(
+        runtime,
+        "return 'x' * 20_000",
+        limits=Limits(max_message_bytes=10_000, max_output_bytes=15_000),
+    )
+    assert over.kind == "output_limit", over.message
+    # Within it: the program's error (no frame can carry it).
+    within = await run(
+        runtime,
+        "print('before')\nreturn 'x' * 20_000",
+        limits=Limits(max_message_bytes=10_000, max_output_bytes=100_000),
+    )
+    assert within.kind == "exception", within.message
+    assert "over the message limit" in within.message
+    assert within.logs == ["before"]

@@ -485,7 +485,7 @@ async def test_sandbox_refusal_before_ready(fake: FakeWorker) -> None:
         (signal.SIGKILL, 2.0, "timeout", "CPU"),
         (signal.SIGKILL, 0.1, "crashed", "SIGKILL"),
         (signal.SIGSYS, 0.0, "crashed", "forbidden system call"),
-        (3 << 8, 0.0, "memory", "memory"),
+        (3 << 8, 0.0, "crashed", "code 3"),  # an exit code decides no kind
         (7 << 8, 0.0, "crashed", "code 7"),
     ],
 )
