@@ -174,7 +174,7 @@ class CodeExecutor:
             parameters=RUN_CODE_PARAMETERS,
             output=ToolOutput(
                 schema=RUN_RESULT_SCHEMA,
-                render=lambda _args, value: [text_block(render_run_result(value))],
+                render=lambda _args, value: _render_run(value, self._output_budget()),
             ),
             execute=self._run_code_body,
         )
@@ -364,6 +364,11 @@ class CodeExecutor:
             value["result"] = outcome.result
         return value
 
+    def _output_budget(self) -> int:
+        """The output limit of this executor's runs (the runtime's own by default)."""
+        limits = self.limits if self.limits is not None else getattr(self._runtime, "limits", None)
+        return (limits if isinstance(limits, Limits) else Limits()).max_output_bytes
+
     async def _ensure_runtime(self) -> Runtime:
         if self._runtime is None:
             assert isinstance(self._runtime_spec, str)
@@ -396,6 +401,20 @@ class CodeExecutor:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+def _render_run(value: dict[str, Any], budget: int) -> list[Any]:
+    """The content of a ``run_code`` result, within ``budget`` bytes if its value is.
+
+    The runtime's output limit bounds the ``{logs, result}`` JSON; a result
+    pretty-printed (a line per item, indented) can take several times that, so
+    past the budget it is shown compact (never more bytes than its JSON).
+    """
+    text = render_run_result(value)
+    result = value.get("result")
+    if type(result) in (dict, list) and 4 * len(text) > budget and len(text.encode()) > budget:
+        text = "\n".join([*value["logs"], orjson.dumps(result).decode()])
+    return [text_block(text)]
 
 
 def _as_model_call(item: ModelCall | Mapping[str, Any]) -> ModelCall:

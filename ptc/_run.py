@@ -88,8 +88,25 @@ def run_program(registry: ToolRegistry, code: str, options: RunOptions) -> int:
         else:
             payload["value"] = result.value
         payload["events"] = collected
-        sys.stdout.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(_shown(payload) + "\n")
     else:
         text = "\n".join(b.get("text", "") for b in result.content if b.get("type") == "text")
         sys.stdout.write(text + "\n")
     return 1 if result.is_error else 0
+
+
+def _shown(payload: dict[str, Any]) -> str:
+    """The ``--json`` text of ``payload``: its first two levels indented, the rest compact.
+
+    Indenting every level would grow a deep value's text with the square of its
+    depth, and a long list of small values to several times its JSON size.
+    """
+    shown = {
+        key: [orjson.Fragment(orjson.dumps(item)) for item in value]
+        if type(value) is list
+        else {name: orjson.Fragment(orjson.dumps(item)) for name, item in value.items()}
+        if type(value) is dict
+        else value
+        for key, value in payload.items()
+    }
+    return orjson.dumps(shown, option=orjson.OPT_INDENT_2).decode()
