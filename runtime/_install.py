@@ -49,6 +49,8 @@ _DEFAULT_REGISTRY = "https://registry.npmjs.org"
 _MAX_TARBALL_BYTES = 64 * 1024 * 1024
 _MAX_MEMBER_BYTES = 32 * 1024 * 1024
 _MAX_SNAPSHOT_BYTES = 512 * 1024 * 1024
+# Where Deno keeps web storage (localStorage, the Cache API) in its directory.
+_WEB_STORAGE = "location_data"
 
 
 class InstallError(RuntimeError):
@@ -271,10 +273,17 @@ def install_pyodide(
     if force or not loaders_current(assets):
         say("patching the Pyodide loaders for Deno")
         write_loaders(assets)
+    deno_dir = (cache_dir or cache_root()) / "deno"
     snapshot = snapshot_path(assets)
     if force or not snapshot.is_file():
         say("building the memory snapshot")
-        build_snapshot(deno, assets, (cache_dir or cache_root()) / "deno")
+        build_snapshot(deno, assets, deno_dir)
+    stale = deno_dir / _WEB_STORAGE
+    if stale.exists():
+        # What runs of older releases kept in web storage (workers now keep
+        # nothing there, each has a Deno directory of its own): removed.
+        say(f"removing the web storage older workers left in {stale}")
+        shutil.rmtree(stale, ignore_errors=True)
     say(f"pyodide {PYODIDE_VERSION} ready: {assets}")
     return assets
 

@@ -252,6 +252,18 @@ def test_install_builds_a_missing_snapshot_only(
     assert built == [target]
 
 
+def test_install_removes_the_web_storage_older_workers_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_installed(tmp_path)
+    left = tmp_path / "deno" / "location_data" / "0123abcd"
+    left.mkdir(parents=True)
+    (left / "local_storage").write_bytes(b"a value of an earlier run")
+    monkeypatch.setattr(install_module, "build_snapshot", lambda deno, assets, deno_dir: None)
+    install_module.install_pyodide(tmp_path)
+    assert not (tmp_path / "deno" / "location_data").exists()
+
+
 def test_install_patches_stale_loaders_without_downloading(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
