@@ -1,23 +1,28 @@
 """The Pyodide backend: each run in a fresh CPython-on-WebAssembly instance inside Deno.
 
 Security warning: the program is hostile and can reach every JS object of its
-Deno process through ``import js``, ``pyodide.ffi`` and ``pyodide_js``. The
-walls are (1) Deno's permission system: the process runs with ``--no-prompt``
-and no permission but reading the Pyodide assets and ``runtime/pyodide/``, so
-files, network, subprocesses, environment, FFI, system information and
+realm through ``import js``, ``pyodide.ffi`` and ``pyodide_js``. The walls are
+(1) Deno's permission system: the process runs with ``--no-prompt`` and no
+permission but reading the Pyodide assets and ``runtime/pyodide/``, so files,
+network, subprocesses, environment, FFI, system information and
 ``Deno.permissions.request`` are all denied, and V8 refuses code generation
-from strings (``eval``, ``Function``); (2) the host, which bounds and checks
-every frame (the program can write to the process's stdout: a forged frame that
-is well-formed can only do what the program may do anyway, anything else ends
-the run as ``protocol``), enforces the wall clock, output and tool-call limits,
-caps CPU (``RLIMIT_CPU``) and writable memory (``RLIMIT_DATA``), watches the
-resident memory and kills the process group after the one run. Inside, the
-wasm memory maximum and the V8 heap limit cap memory too. Where the OS sandbox
-layers are available this is a second, independent wall next to
-``SubprocessRuntime``; where they are not (macOS, locked-down containers), it
-is the one that still holds.
+from strings (``eval``, ``Function``); (2) the lockdown (``worker.js``): before
+the program runs, the realm keeps only an allow-list of globals, so what needs
+no permission is gone too (``Deno`` and its exit, host paths and pid, Node's
+``process`` and its ``vm``, web storage, the Cache API, workers); (3) each
+worker's own home (its working directory and ``DENO_DIR``), removed once it
+exited: nothing a run stores reaches another; (4) the host, which bounds and
+checks every frame (a forged frame that is well-formed can only do what the
+program may do anyway, anything else ends the run as ``protocol``), enforces
+the wall clock, output and tool-call limits, caps CPU (``RLIMIT_CPU``),
+writable memory (``RLIMIT_DATA``) and file size (``RLIMIT_FSIZE``), watches the
+resident memory, kills the process group after the one run, and decides how a
+run ended from its own evidence (never from Deno's stderr or exit code).
+Inside, the wasm memory maximum and the V8 heap limit cap memory too. Where
+the OS sandbox layers are available this is a second, independent wall next
+to ``SubprocessRuntime``; where they are not (macOS, locked-down containers),
+it is the one that still holds.
 """
-
 from __future__ import annotations
 
 import contextlib
