@@ -113,14 +113,15 @@ PROTECTS: Final = {
     "user-namespace": "host root: sandbox ids map to unprivileged host ids",
     "mount-namespace": "host files: a private root with read-only Python and the workdir only",
     "network-namespace": "network access: no interfaces at all, not even loopback",
-    "pid-namespace": "seeing or signalling host processes; outliving the run (PID 2 under our "
-    "init, whose end kills every process of the namespace)",
+    "pid-namespace": "seeing or signalling host processes; outliving the run (every process "
+    "of the namespace dies with its init)",
     "ipc-namespace": "host SysV and POSIX IPC objects",
     "uts-namespace": "the host name",
     "privileges": "capabilities, set-uid escalation and files owned by the host's users",
     "rlimits": "exhausting memory, CPU, disk, file descriptors; core dumps",
     "landlock": "file access outside Python and the workdir; TCP; signals leaving the sandbox",
-    "seccomp": "fork/exec, sockets, ptrace, mounts, namespaces, kernel attack surface",
+    "seccomp": "fork/exec, sockets, ptrace, mounts, namespaces, undoing the layers above "
+    "(prctl by option, setsid), kernel attack surface",
 }
 
 _NAMESPACE_LAYERS: Final = (
