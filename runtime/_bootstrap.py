@@ -35,6 +35,7 @@ from typing import Any, NoReturn
 import orjson
 
 from ._program import (
+    MAX_FRAME_BRACKETS,
     NOTHING,
     NOTHING_NAME,
     PROGRAM_FILENAME,
@@ -257,9 +258,11 @@ class _Run:
         except orjson.JSONEncodeError:
             text = text.encode("utf-8", "backslashreplace").decode("utf-8")
             data = orjson.dumps({"type": "log", "text": text})
-        if len(data) > self.max_message:
-            # One huge line: split it so every frame stays under the limit.
-            step = max(1, self.max_message // 8)
+        if len(data) > self.max_message or (
+            len(data) > MAX_FRAME_BRACKETS and _brackets(data) > MAX_FRAME_BRACKETS
+        ):
+            # One huge line: split it so every frame stays under the limits.
+            step = max(1, min(self.max_message // 8, MAX_FRAME_BRACKETS // 2))
             for start in range(0, len(text), step):
                 self.log(text[start : start + step])
             return
@@ -282,6 +285,8 @@ class _Run:
             raise ToolCallError(
                 name, f"arguments are {len(data)} bytes, over the limit of {self.max_message}"
             )
+        if len(data) > MAX_FRAME_BRACKETS and _brackets(data) > MAX_FRAME_BRACKETS:
+            raise ToolCallError(name, f"arguments hold {_TOO_MANY_BRACKETS}")
         self.calls = call_id
         frame = len(data).to_bytes(4, "big") + data
         if call_id > self.max_calls:
@@ -437,6 +442,8 @@ class _Run:
                 "exception",
                 f"TypeError: the program's return value is not lossless JSON: {exc}",
             )
+        if len(data) > MAX_FRAME_BRACKETS and _brackets(data) > MAX_FRAME_BRACKETS:
+            self.fail("exception", f"ValueError: the program's result holds {_TOO_MANY_BRACKETS}")
         if len(data) > self.max_message:
             # No frame can carry it: send what shows the host the output limit
             # passed, or, within the limit, fail as the program's error.
@@ -452,6 +459,16 @@ class _Run:
                 self.send_bytes(len(text).to_bytes(4, "big") + text.encode())
             self.leave()
         return len(data).to_bytes(4, "big") + data
+
+
+_TOO_MANY_BRACKETS = (
+    f"more than {MAX_FRAME_BRACKETS} arrays and objects (or '[' and '{{' in strings), "
+    "too many for one message"
+)
+
+
+def _brackets(data: bytes) -> int:
+    return data.count(b"[") + data.count(b"{")
 
 
 def _program_globals(tools: Tools, settings: WorkerSettings) -> dict[str, Any]:

@@ -47,6 +47,8 @@ from typing import Any, Final, Literal, TypeAlias, TypedDict
 
 import orjson
 
+from ._program import MAX_FRAME_BRACKETS
+
 __all__ = [
     "HEADER",
     "MAX_JSON_DEPTH",
@@ -187,6 +189,8 @@ _READY_KEYS: Final = frozenset({"type", "layers"})
 # A payload this short cannot nest deeper than the limit (each level costs
 # two bytes, and the frame itself is one): no need to look.
 _SHALLOW_BYTES: Final = 2 * MAX_JSON_DEPTH
+# The deepest nesting orjson writes (it refuses one level more).
+_ORJSON_LEVELS: Final = 254
 
 
 def _bad(detail: str) -> ProtocolError:
@@ -196,13 +200,19 @@ def _bad(detail: str) -> ProtocolError:
 def parse_worker_frame(payload: bytes) -> WorkerFrame:
     """Decode and schema-check one worker frame (exact keys and types, bounded depth).
 
-    orjson parses at most 1024 levels (and refuses invalid UTF-8, lone
-    surrogates, NaN and raw control characters); values are then checked,
-    iteratively, to nest at most :data:`MAX_JSON_DEPTH` levels.
+    A payload with more than ``MAX_FRAME_BRACKETS`` brackets is refused
+    unparsed. orjson parses at most 1024 levels (and refuses invalid UTF-8,
+    lone surrogates, NaN and raw control characters); values are then checked
+    to nest at most :data:`MAX_JSON_DEPTH` levels.
 
     Raises:
         ProtocolError: the payload is not a well-formed worker frame (nothing else).
     """
+    brackets = 0
+    if len(payload) > _SHALLOW_BYTES:
+        brackets = payload.count(b"[") + payload.count(b"{")
+        if brackets > MAX_FRAME_BRACKETS:
+            raise _bad(f"more than {MAX_FRAME_BRACKETS} '[' and '{{' in one frame")
     try:
         frame = orjson.loads(payload)
     except orjson.JSONDecodeError as exc:
@@ -213,14 +223,14 @@ def parse_worker_frame(payload: bytes) -> WorkerFrame:
     keys = frame.keys()
     if kind == "call":
         if keys == _CALL_KEYS and type(frame["id"]) is int and type(frame["name"]) is str:
-            _check_depth(frame["args"], payload)
+            _check_depth(frame["args"], brackets)
             return frame  # type: ignore[return-value]
     elif kind == "log" or kind == "overflow":
         if keys == _LOG_KEYS and type(frame["text"]) is str:
             return frame  # type: ignore[return-value]
     elif kind == "done":
         if keys == _RESULT_KEYS:
-            _check_depth(frame["result"], payload)
+            _check_depth(frame["result"], brackets)
             return frame  # type: ignore[return-value]
         if keys == _DONE_KEYS:
             return frame  # type: ignore[return-value]
@@ -243,33 +253,24 @@ def parse_worker_frame(payload: bytes) -> WorkerFrame:
     raise _bad(f"malformed {kind!r} frame")
 
 
-def _check_depth(value: object, payload: bytes) -> None:
-    """Raise :class:`ProtocolError` if ``value`` (parsed from ``payload``) nests too deep.
+def _check_depth(value: object, brackets: int) -> None:
+    """Raise :class:`ProtocolError` if ``value`` nests too deep.
 
-    Iterative: the walk itself cannot exhaust the stack. Only payloads with
-    more brackets than the limit (a count in C) are walked.
+    ``brackets`` is the count of ``[`` and ``{`` in its frame (0 for a frame
+    too short to nest too deep). Only values of frames with more brackets than
+    the limit are looked at, by orjson itself: it writes at most :data:`_ORJSON_LEVELS` levels, so
+    ``value`` wrapped in the levels the host may add fits exactly when it nests
+    at most :data:`MAX_JSON_DEPTH`. (In C, without recursion in Python: a walk
+    in Python would cost the host seconds for a frame of many small lists.)
     """
-    if len(payload) <= _SHALLOW_BYTES or (
-        payload.count(b"[") + payload.count(b"{") <= MAX_JSON_DEPTH + 1
-    ):
+    if brackets <= MAX_JSON_DEPTH + 1:  # (the frame itself is one)
         return
-    stack: list[tuple[object, int]] = [(value, 1)]
-    pop = stack.pop
-    push = stack.append
-    while stack:
-        item, depth = pop()
-        kind = type(item)
-        if kind is dict:
-            children: Any = item.values()  # type: ignore[attr-defined]
-        elif kind is list:
-            children = item
-        else:
-            continue
-        if depth > MAX_JSON_DEPTH:
-            raise _bad(f"a value nests deeper than {MAX_JSON_DEPTH} levels")
-        for child in children:
-            if type(child) is dict or type(child) is list:
-                push((child, depth + 1))
+    for _ in range(_ORJSON_LEVELS - MAX_JSON_DEPTH):
+        value = [value]
+    try:
+        orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        raise _bad(f"a value nests deeper than {MAX_JSON_DEPTH} levels") from None
 
 
 def _is_layer_list(value: object) -> bool:

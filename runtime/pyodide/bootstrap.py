@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 if TYPE_CHECKING:  # the same file, as the type checker finds it
     from runtime._program import (
+        MAX_FRAME_BRACKETS,
         NOTHING,
         NOTHING_NAME,
         PROGRAM_FILENAME,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:  # the same file, as the type checker finds it
     from runtime._program import format_program_exception as _format_exception
 else:  # loaded by worker.js from runtime/_program.py, before this module
     from _ptc_program import (
+        MAX_FRAME_BRACKETS,
         NOTHING,
         NOTHING_NAME,
         PROGRAM_FILENAME,
@@ -153,6 +155,16 @@ def _utf8_size(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode())
 
 
+_TOO_MANY_BRACKETS = (
+    f"more than {MAX_FRAME_BRACKETS} arrays and objects (or '[' and '{{' in strings), "
+    "too many for one message"
+)
+
+
+def _brackets(text: str) -> int:
+    return text.count("[") + text.count("{")
+
+
 class _Run:
     """One program run: the channel, the pending tool calls and the limits."""
 
@@ -220,7 +232,8 @@ class _Run:
     def log(self, text: str) -> None:
         # One frame per write, like the CPython worker: a line printed just
         # before a busy loop or a crash still reaches the host.
-        step = max(1, self.max_message // 8)  # 4 bytes per character bound UTF-8
+        # 4 bytes per character bound UTF-8; the brackets of a frame are bounded too.
+        step = max(1, min(self.max_message // 8, MAX_FRAME_BRACKETS // 2))
         for start in range(0, len(text), step) if len(text) > step else (0,):
             chunk = text[start : start + step]
             chunk = chunk.encode("utf-8", "backslashreplace").decode()
@@ -244,6 +257,8 @@ class _Run:
             raise ToolCallError(
                 name, f"arguments are {size} bytes, over the limit of {self.max_message}"
             )
+        if size > MAX_FRAME_BRACKETS and _brackets(text) > MAX_FRAME_BRACKETS:
+            raise ToolCallError(name, f"arguments hold {_TOO_MANY_BRACKETS}")
         self.calls = call_id
         if call_id > self.max_calls:
             # One call too many: the host counts it and ends the run.
@@ -277,6 +292,10 @@ class _Run:
             size = _utf8_size(data)
         except (NotJsonError, ValueError, RecursionError) as exc:  # UnicodeEncodeError too
             message = f"TypeError: the program's return value is not lossless JSON: {exc}"
+            self.finish({"type": "error", "kind": "exception", "message": message})
+            return
+        if size > MAX_FRAME_BRACKETS and _brackets(data) > MAX_FRAME_BRACKETS:
+            message = f"ValueError: the program's result holds {_TOO_MANY_BRACKETS}"
             self.finish({"type": "error", "kind": "exception", "message": message})
             return
         if size > self.max_message:

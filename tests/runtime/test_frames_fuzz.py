@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 
 from runtime import FailureKind, Limits, RunOutcome, ToolAnswer
 from runtime._pool import Worker
+from runtime._program import MAX_FRAME_BRACKETS
 from runtime._protocol import MAX_JSON_DEPTH, ProtocolError, parse_worker_frame
 from runtime._session import drive_run
 
@@ -379,3 +380,13 @@ def test_a_frame_past_the_bound_ends_the_run_as_protocol(tmp_path: Path) -> None
     assert done.returncode == 1
     assert "code run failed (protocol)" in payload["error"]["message"], payload["error"]
     assert not any(e["type"] == "tool/ptc-dispatch-start" for e in payload["events"])
+
+
+def test_a_frame_of_too_many_arrays_is_refused_unparsed() -> None:
+    # Each array costs the host far more to parse than its 3 bytes: a frame of
+    # them is refused by a count in C, not parsed.
+    many = b'{"type":"call","id":1,"name":"echo","args":[' + b"[]," * MAX_FRAME_BRACKETS + b"[]]}"
+    with pytest.raises(ProtocolError, match="'\\[' and '\\{'"):
+        parse_worker_frame(many)
+    text = orjson.dumps({"type": "log", "text": "[" * (MAX_FRAME_BRACKETS - 8)})
+    assert parse_worker_frame(text)["type"] == "log"  # at the bound

@@ -908,3 +908,26 @@ async def test_a_program_bigger_than_the_socket_buffer_arrives_whole(
     comment = "# " + "x" * (4 << 20) + "\n"
     outcome = await bare.run(comment + "return 42", tool_names=[], call_tool=ToolBox())
     assert outcome.result == 42, outcome
+
+
+# --------------------------------------------------------------------------- frames the host can parse
+
+
+async def test_values_with_too_many_arrays_stay_in_the_worker(bare: SubprocessRuntime) -> None:
+    # More arrays and objects than one frame may hold (the host would spend
+    # seconds parsing them): the program is told, and long lines are split.
+    tools = ToolBox()
+    code = """
+try:
+    await tools.echo({'a': [[]] * 1_050_000})
+except ToolCallError as exc:
+    print(exc.message[:39])
+print('[' * 1_500_000)
+return [{}] * 1_050_000
+"""
+    outcome = await bare.run(code, tool_names=["echo"], call_tool=tools)
+    assert outcome.kind == "exception", outcome
+    assert "more than 1048576 arrays and objects" in outcome.message
+    assert tools.calls == []
+    assert outcome.logs[0] == "arguments hold more than 1048576 arrays"
+    assert "".join(outcome.logs[1:]) == "[" * 1_500_000
