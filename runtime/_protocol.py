@@ -223,14 +223,16 @@ def parse_worker_frame(payload: bytes) -> WorkerFrame:
     keys = frame.keys()
     if kind == "call":
         if keys == _CALL_KEYS and type(frame["id"]) is int and type(frame["name"]) is str:
-            _check_depth(frame["args"], brackets)
+            if brackets > MAX_JSON_DEPTH + 1:  # (the frame itself is one)
+                _check_depth(frame["args"])
             return frame  # type: ignore[return-value]
     elif kind == "log" or kind == "overflow":
         if keys == _LOG_KEYS and type(frame["text"]) is str:
             return frame  # type: ignore[return-value]
     elif kind == "done":
         if keys == _RESULT_KEYS:
-            _check_depth(frame["result"], brackets)
+            if brackets > MAX_JSON_DEPTH + 1:
+                _check_depth(frame["result"])
             return frame  # type: ignore[return-value]
         if keys == _DONE_KEYS:
             return frame  # type: ignore[return-value]
@@ -253,18 +255,16 @@ def parse_worker_frame(payload: bytes) -> WorkerFrame:
     raise _bad(f"malformed {kind!r} frame")
 
 
-def _check_depth(value: object, brackets: int) -> None:
+def _check_depth(value: object) -> None:
     """Raise :class:`ProtocolError` if ``value`` nests too deep.
 
-    ``brackets`` is the count of ``[`` and ``{`` in its frame (0 for a frame
-    too short to nest too deep). Only values of frames with more brackets than
-    the limit are looked at, by orjson itself: it writes at most :data:`_ORJSON_LEVELS` levels, so
+    Only values of frames with more brackets than the limit (counted in C;
+    none counted in a frame too short to nest too deep) are looked at, by
+    orjson itself: it writes at most :data:`_ORJSON_LEVELS` levels, so
     ``value`` wrapped in the levels the host may add fits exactly when it nests
     at most :data:`MAX_JSON_DEPTH`. (In C, without recursion in Python: a walk
     in Python would cost the host seconds for a frame of many small lists.)
     """
-    if brackets <= MAX_JSON_DEPTH + 1:  # (the frame itself is one)
-        return
     for _ in range(_ORJSON_LEVELS - MAX_JSON_DEPTH):
         value = [value]
     try:
