@@ -1,8 +1,7 @@
 """Time to render the SDK text for 1,000 tools (target: under 100 ms).
 
 Run by hand: ``python tests/benchmarks/bench_sdkgen.py``. The tools are the 117
-GitHub MCP server schemas from ``shared/corpus`` (a sibling of the repository
-root), repeated under distinct names; prints medians over several rounds and the
+GitHub MCP server schemas from ``tests/data``, repeated under distinct names; prints medians over several rounds and the
 size of the text.
 """
 
@@ -20,9 +19,7 @@ from sdkgen import json_schema_to_py, render_sdk, sdk_stats
 
 TOOLS = 1_000
 ROUNDS = 15
-CORPUS = (
-    Path(__file__).resolve().parents[3] / "shared" / "corpus" / "schemas" / "github-mcp-server.json"
-)
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "github-mcp-server.json"
 
 
 def _tools(count: int) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CORPUS = ROOT.parent / "shared" / "corpus" / "schemas" / "github-mcp-server.json"
+CORPUS = ROOT / "tests" / "data" / "github-mcp-server.json"
 
 
 def ptc(

@@ -21,26 +21,13 @@ from registry import (
     ToolSuccess,
 )
 
-CORPUS_RELATIVE = Path("shared") / "corpus" / "schemas" / "github-mcp-server.json"
+# Real tool schemas kept in the repository (see tests/data/README.md for source and licence).
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "github-mcp-server.json"
 CORPUS_SIZE = 117
 
 
-def _find_corpus() -> Path:
-    """The corpus lives in ``shared/`` next to the repository root (read-only)."""
-    here = Path(__file__)
-    candidates = [*here.absolute().parents, *here.resolve().parents]
-    for directory in candidates:
-        path = directory / CORPUS_RELATIVE
-        if path.is_file():
-            return path
-    pytest.fail(
-        f"corpus file {CORPUS_RELATIVE} not found in any parent of {here.absolute()}: "
-        "the repository root's parent directory must contain shared/corpus/ (it is not optional)"
-    )
-
-
 def _load_corpus() -> list[dict[str, Any]]:
-    tools = json.loads(_find_corpus().read_text(encoding="utf-8"))
+    tools = json.loads(CORPUS.read_text(encoding="utf-8"))
     assert isinstance(tools, list)
     return tools
 

@@ -226,6 +226,21 @@ def test_a_tarball_url_off_the_registry_is_refused(
             install_module._fetch_with_urllib()
 
 
+@pytest.fixture
+def stub_deno(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A Deno executable that must never run: the install steps that would run it are faked.
+
+    These installer tests then pass on a machine without Deno too.
+    """
+    stub = tmp_path / "bin" / "deno"
+    stub.parent.mkdir()
+    stub.write_text("#!/bin/sh\necho 'the stub Deno was run' >&2\nexit 99\n")
+    stub.chmod(0o755)
+    monkeypatch.setenv("PTC_DENO", str(stub))
+    return stub
+
+
+@pytest.mark.usefixtures("stub_deno")
 def test_install_is_idempotent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = write_installed(tmp_path)
     snapshot_path(target).write_bytes(b"snapshot")
@@ -240,6 +255,7 @@ def test_install_is_idempotent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert any("present" in line for line in lines)
 
 
+@pytest.mark.usefixtures("stub_deno")
 def test_install_builds_a_missing_snapshot_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -252,6 +268,7 @@ def test_install_builds_a_missing_snapshot_only(
     assert built == [target]
 
 
+@pytest.mark.usefixtures("stub_deno")
 def test_install_removes_the_web_storage_older_workers_left(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -264,6 +281,7 @@ def test_install_removes_the_web_storage_older_workers_left(
     assert not (tmp_path / "deno" / "location_data").exists()
 
 
+@pytest.mark.usefixtures("stub_deno")
 def test_install_patches_stale_loaders_without_downloading(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,4 +1,4 @@
-"""Fixtures for the sdkgen tests: golden-file regeneration and the shared corpus.
+"""Fixtures for the sdkgen tests: golden-file regeneration and the tool-schema corpus.
 
 Regenerate the golden files with ``PTC_REGEN_GOLDEN=1 pytest tests/sdkgen``.
 """
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-# ``shared/`` is a sibling of the repository root directory (read-only data).
-SHARED_DIR = Path(__file__).resolve().parents[3] / "shared"
+# Real tool schemas kept in the repository (see tests/data/README.md for source and licence).
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "github-mcp-server.json"
 
 
 @pytest.fixture
@@ -23,7 +23,6 @@ def regen_golden() -> bool:
 @pytest.fixture(scope="session")
 def corpus_path() -> Path:
     """The GitHub MCP server's tool schemas; fails (never skips) when missing."""
-    path = SHARED_DIR / "corpus" / "schemas" / "github-mcp-server.json"
-    if not path.is_file():
-        pytest.fail(f"corpus missing: expected {path} (shared/ next to the repository root)")
-    return path
+    if not CORPUS.is_file():
+        pytest.fail(f"corpus missing: expected {CORPUS}")
+    return CORPUS
