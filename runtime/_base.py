@@ -98,7 +98,8 @@ class Limits:
         cpu_seconds: CPU seconds the worker may burn.
         memory_bytes: address-space cap of the worker process.
         max_output_bytes: cap on the combined serialized logs, result and failure
-            message of the run (the outer payload).
+            message of the run (the outer payload), counted as UTF-8 bytes as JSON
+            escapes them, plus 4 bytes per log line, plus the final frame.
         max_tool_calls: tool calls one run may make.
         max_message_bytes: largest single frame either side may send.
     """

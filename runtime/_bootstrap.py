@@ -654,8 +654,7 @@ def _install_import_guard(settings: WorkerSettings) -> None:
     """Install the import allow-list, unless it is off."""
     if settings.allowed_modules is None:
         return
-    try:
-        from ._imports import install_import_guard
-    except ImportError:
-        return
+    # No fallback: the zygote refuses to start without the guard's module.
+    from ._imports import install_import_guard
+
     install_import_guard(settings.allowed_modules)

@@ -273,8 +273,10 @@ class SubprocessRuntime(Runtime):
         """
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(self.aclose)
-            group, self._runners, self._deadlines = await enter_services(stack)
+            # Before the task group, so that a failure to start raises as itself
+            # (inside the group it would come out as an exception group).
             await self.start()
+            group, self._runners, self._deadlines = await enter_services(stack)
             await group.start(self._pool.maintain, name="ptc-pool-housekeeping")
             self._exit_stack = stack.pop_all()
         return self

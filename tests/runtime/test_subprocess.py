@@ -13,6 +13,7 @@ import struct
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -931,3 +932,14 @@ return [{}] * 1_050_000
     assert tools.calls == []
     assert outcome.logs[0] == "arguments hold more than 1048576 arrays"
     assert "".join(outcome.logs[1:]) == "[" * 1_500_000
+
+
+@pytest.mark.anyio
+async def test_a_runtime_that_cannot_start_raises_its_own_error(tmp_path: Path) -> None:
+    # An interpreter that exits at once: the zygote never says it is ready.
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\nexit 3\n")
+    python.chmod(0o755)
+    with pytest.raises(WorkerStartError):
+        async with SubprocessRuntime(python=str(python)):
+            pass
