@@ -7,7 +7,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from registry import ToolDefinition
+from registry import ToolDefinition, UnknownScopeError
 
 from ._toolspec import ToolSpecError, load_registry
 
@@ -59,9 +59,9 @@ def tools_command(tools: ToolsOption, scope: ScopeOption = None) -> None:
     """List the tools a scope can see: name, concurrency class, one-line description."""
     try:
         registry = load_registry(tools)
-    except ToolSpecError as exc:
+        definitions = registry.definitions(scope)
+    except (ToolSpecError, UnknownScopeError) as exc:
         fail(str(exc))
-    definitions = registry.definitions(scope)
     if not definitions:
         typer.echo("(no visible tools)")
         return
@@ -110,9 +110,9 @@ def sdk_command(
     else:
         try:
             registry = load_registry(tools)
-        except ToolSpecError as exc:
+            schemas = registry.schemas(scope, with_output=True)
+        except (ToolSpecError, UnknownScopeError) as exc:
             fail(str(exc))
-        schemas = registry.schemas(scope, with_output=True)
     text = render_sdk(schemas, instructions=not no_instructions)
     if stats:
         size = sdk_stats(text)

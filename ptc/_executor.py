@@ -229,6 +229,7 @@ class CodeExecutor:
         call_id: str = "run_code",
     ) -> ToolResult:
         """Run one program as an outer ``run_code`` call (through the pipeline)."""
+        self.registry.check_scope(scope)  # a caller's typo raises, before any event
         return await self._outer(
             ModelCall(
                 call_id=call_id, name=RUN_CODE, arguments={"code": code, "description": description}
@@ -251,6 +252,7 @@ class CodeExecutor:
         Results come back in input order, with every call's additional contexts
         after them in the same order.
         """
+        self.registry.check_scope(scope)  # a caller's typo raises, before any event
         calls = [_as_model_call(item) for item in batch]
         results: list[ToolResult | None] = [None] * len(calls)
         index = 0
@@ -314,11 +316,16 @@ class CodeExecutor:
         self, call: ModelCall, scope: str | None, signal: AbortSignal | None
     ) -> ToolResult:
         if call.name != RUN_CODE and self.mode == "code":
-            return ToolFailure.of(
-                f"only `run_code` is callable directly — call `{call.name}` from inside a "
-                "`run_code` program instead",
-                ErrorInfo(name="ToolNotFoundError", code=UNKNOWN_TOOL),
-            )
+            # The route back only for a tool the scope's SDK declares: anything else
+            # would fail inside the program too.
+            if self.registry.get(call.name, scope) is None:
+                message = f"unknown tool {call.name!r}; only `run_code` is callable directly"
+            else:
+                message = (
+                    f"only `run_code` is callable directly — call `{call.name}` from inside a "
+                    "`run_code` program instead"
+                )
+            return ToolFailure.of(message, ErrorInfo(name="ToolNotFoundError", code=UNKNOWN_TOOL))
         tool_call = ToolCall(
             call_id=call.call_id,
             name=call.name,

@@ -44,8 +44,10 @@ from ._exceptions import RestrictionError as RestrictionError
 from ._exceptions import ToolArgsError as ToolArgsError
 from ._exceptions import ToolError as ToolError
 from ._exceptions import ToolOutputError as ToolOutputError
+from ._exceptions import UnknownScopeError as UnknownScopeError
 from ._json import JsonValue as JsonValue
 from ._json import NotJsonError as NotJsonError
+from ._json import dumps_pretty as dumps_pretty
 from ._json import snapshot_json as snapshot_json
 from ._policy import Accept as Accept
 from ._policy import Allow as Allow
@@ -119,7 +121,9 @@ __all__ = [
     "ToolResult",
     "ToolRunContext",
     "ToolSuccess",
+    "UnknownScopeError",
     "define_tool",
+    "dumps_pretty",
     "snapshot_json",
     "text_block",
     "timeout_wrapper",

@@ -9,7 +9,8 @@ Two families, kept apart on purpose::
 
     RegistryError (ValueError)   raised to the caller: misuse of the registry itself
     ├── RegistrationError        a bad definition or a duplicate/reserved name
-    └── RestrictionError         a bad scope, restriction or filter
+    ├── RestrictionError         a bad scope, restriction or filter
+    └── UnknownScopeError        a scope read (also a LookupError) that was never declared
 
 A tool's failure never raises out of :meth:`ToolRegistry.execute`; it becomes a
 :class:`ToolFailure`. A misuse of the registry raises at the call site.
@@ -17,6 +18,8 @@ A tool's failure never raises out of :meth:`ToolRegistry.execute`; it becomes a
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from typing import ClassVar
 
 __all__ = [
@@ -36,6 +39,7 @@ __all__ = [
     "ToolArgsError",
     "ToolError",
     "ToolOutputError",
+    "UnknownScopeError",
 ]
 
 UNKNOWN_TOOL = "UNKNOWN_TOOL"
@@ -93,3 +97,25 @@ class RegistrationError(RegistryError):
 
 class RestrictionError(RegistryError):
     """A scope, restriction or reservation is invalid."""
+
+
+class UnknownScopeError(RegistryError, LookupError):
+    """A scope was read (its tools, schemas, policy or a call in it) but never declared.
+
+    Reading never creates a scope: a typo would otherwise show the global view.
+
+    Attributes:
+        scope: the name that was looked up.
+    """
+
+    def __init__(self, scope: str, known: Iterable[str] = ()) -> None:
+        self.scope = scope
+        names = sorted(known)
+        close = difflib.get_close_matches(scope, names, n=1) if isinstance(scope, str) else []
+        if close:
+            hint = f" (did you mean {close[0]!r}?)"
+        elif names:
+            hint = "; declare it with add_scope() or register into it first"
+        else:
+            hint = "; no scopes are declared (add_scope() declares one)"
+        super().__init__(f"unknown scope {scope!r}{hint}")

@@ -18,6 +18,7 @@ __all__ = [
     "MAX_DEPTH",
     "JsonValue",
     "NotJsonError",
+    "clone_json",
     "dumps_pretty",
     "snapshot_json",
 ]
@@ -191,6 +192,124 @@ def _describe(value: object) -> str:
     )
 
 
-def dumps_pretty(value: object) -> str:
-    """Pretty JSON text (two-space indent) of an already-lossless value."""
-    return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
+def clone_json(value: Any) -> Any:
+    """A deep copy of an already-lossless value: fresh containers, shared scalars.
+
+    Cheaper than :func:`snapshot_json` (nothing is checked again). Stack-safe:
+    orjson copies what it can, an explicit stack what nests deeper than orjson goes.
+    """
+    kind = type(value)
+    if kind is dict:
+        if len(value) <= _FLAT_MAX_KEYS:
+            for item in value.values():
+                if type(item) is dict or type(item) is list:
+                    break
+            else:
+                return dict(value)  # a flat object: its scalars are immutable
+    elif kind is not list:
+        return value
+    try:
+        return orjson.loads(orjson.dumps(value))
+    except orjson.JSONEncodeError:
+        return _clone_walk(value)
+
+
+def _clone_walk(value: Any) -> Any:
+    """:func:`clone_json` for what orjson refuses (too deep, or not JSON at all).
+
+    Copies every ``dict`` and ``list`` and shares anything else; a container met
+    twice (shared, or a cycle) is copied once, so the walk always ends.
+    """
+    kind = type(value)
+    if kind is not dict and kind is not list:
+        return value
+    top: Any = {} if kind is dict else [None] * len(value)
+    copies: dict[int, Any] = {id(value): top}
+    stack: list[tuple[Any, Any]] = [(value, top)]
+    while stack:
+        original, copy = stack.pop()
+        pairs = original.items() if type(original) is dict else enumerate(original)
+        for key, item in pairs:
+            kind = type(item)
+            if kind is dict or kind is list:
+                child = copies.get(id(item))
+                if child is None:
+                    child = {} if kind is dict else [None] * len(item)
+                    copies[id(item)] = child
+                    stack.append((item, child))
+                item = child
+            copy[key] = item
+    return top
+
+
+def dumps_pretty(value: object, *, max_indent: int | None = None) -> str:
+    """Pretty JSON text (two-space indent) of an already-lossless value.
+
+    Args:
+        value: lossless JSON.
+        max_indent: the deepest indentation, in characters; a container whose
+            items would be indented deeper is written compactly. ``None``: no cap.
+
+    Stack-safe at any depth: orjson writes what it can (it refuses more than 254
+    levels, one less than :data:`MAX_DEPTH`), an explicit stack the rest.
+    """
+    if max_indent is None:
+        try:
+            return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
+        except orjson.JSONEncodeError:
+            pass  # nests deeper than orjson goes
+    return _write(value, max_indent)
+
+
+_TEXT, _PRETTY, _COMPACT = 0, 1, 2
+_STEP = 2
+
+
+def _write(value: object, max_indent: int | None) -> str:
+    """JSON text by an explicit stack: indented, then compact below ``max_indent``.
+
+    Byte-identical to orjson's own output (``OPT_INDENT_2`` for the indented
+    part); orjson still writes every scalar, key and compact subtree it can.
+    """
+    out: list[str] = []
+    stack: list[tuple[int, Any, int]] = [(_PRETTY, value, 0)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        kind, item, depth = pop()
+        if kind == _TEXT:
+            out.append(item)
+            continue
+        if not isinstance(item, dict | list) or not item:
+            out.append(orjson.dumps(item).decode())
+            continue
+        if kind == _PRETTY and max_indent is not None and (depth + 1) * _STEP > max_indent:
+            kind = _COMPACT
+        if kind == _COMPACT:
+            try:
+                out.append(orjson.dumps(item).decode())
+                continue
+            except orjson.JSONEncodeError:
+                pass  # too deep for orjson: this level is written here
+            pad = close = ""
+            comma, colon = ",", ":"
+        else:
+            pad = "\n" + " " * ((depth + 1) * _STEP)
+            close = "\n" + " " * (depth * _STEP)
+            comma, colon = ",", ": "
+        # Pushed in reverse, so they pop in order: opener, items (with their
+        # separators and keys), closer.
+        if isinstance(item, dict):
+            opener, closer = "{", "}"
+            entries = [
+                (pad + orjson.dumps(key).decode() + colon, child) for key, child in item.items()
+            ]
+        else:
+            opener, closer = "[", "]"
+            entries = [(pad, child) for child in item]
+        push((_TEXT, close + closer, 0))
+        for index in range(len(entries) - 1, -1, -1):
+            prefix, child = entries[index]
+            push((kind, child, depth + 1))
+            push((_TEXT, prefix if index == 0 else comma + prefix, 0))
+        push((_TEXT, opener, 0))
+    return "".join(out)

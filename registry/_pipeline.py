@@ -22,7 +22,7 @@ from ._exceptions import (
     UNKNOWN_TOOL,
     ToolError,
 )
-from ._json import NotJsonError, dumps_pretty, snapshot_json
+from ._json import NotJsonError, clone_json, dumps_pretty, snapshot_json
 from ._policy import Accept, Allow, Ask, Block, Cancel, Deny, GuardDenial, PostDecision, PreDecision
 from ._signal import AbortSignal
 from ._types import (
@@ -89,13 +89,40 @@ def _fast_constructor(cls: type[Any]) -> Callable[..., Any]:
 
 _new_execution: Callable[..., ToolExecution] = _fast_constructor(ToolExecution)
 _new_success: Callable[..., ToolSuccess] = _fast_constructor(ToolSuccess)
+_new_failure: Callable[..., ToolFailure] = _fast_constructor(ToolFailure)
+
+
+def _execution_copy(execution: ToolExecution) -> ToolExecution:
+    """The same execution (token and all) with its own copy of the arguments."""
+    return _new_execution(
+        execution.token,
+        execution.call_id,
+        execution.root_call_id,
+        execution.name,
+        clone_json(execution.arguments),
+        execution.scope,
+        execution.parent,
+        execution.signal,
+        execution.definition,
+    )
+
+
+def _result_copy(result: ToolResult) -> ToolResult:
+    """An equal result with its own value, content, meta and contexts."""
+    contexts = result.additional_contexts
+    if contexts:
+        contexts = tuple(clone_json(list(contexts)))
+    if isinstance(result, ToolSuccess):
+        return _new_success(
+            clone_json(result.value), clone_json(result.content), clone_json(result.meta), contexts
+        )
+    return _new_failure(result.error, clone_json(result.content), clone_json(result.meta), contexts)
 
 
 class _Run:
     """State of one call through the pipeline."""
 
     __slots__ = (
-        "arguments",
         "body_started",
         "compiled",
         "copy_for_body",
@@ -103,6 +130,7 @@ class _Run:
         "execution",
         "policy",
         "registry",
+        "view",
         "wrappers",
     )
 
@@ -123,16 +151,17 @@ class _Run:
             if compiled.definition.timeout is not None
             else policy.wrappers_without_timeout
         )
-        # The validated arguments, private to the pipeline: a listener that mutates
-        # ``execution.arguments`` cannot change (or invalidate) what the body runs with.
-        # With no listener to see the execution first, the snapshot is already private.
-        private = policy.sees_execution_first
-        self.arguments = snapshot_json(execution.arguments) if private else execution.arguments
+        # ``execution`` holds the validated arguments: what the body runs with and
+        # what the renderer, post-execute listeners and observers see. The hooks
+        # that see the call before its body (pre-execute listeners, the approval
+        # callback, guards, wrappers) get a copy of their own, so a listener that
+        # mutates ``execution.arguments`` cannot change what runs or what is logged.
+        self.view = _execution_copy(execution) if policy.sees_execution_first else execution
         # The body gets its own copy when it could run twice (a retrying wrapper) or
-        # when, sharing the execution's snapshot, its mutations would show to a hook
-        # or renderer that reads ``execution.arguments`` after it.
-        self.copy_for_body = bool(self.wrappers) or (
-            not private and (policy.sees_execution_after or compiled.reads_arguments_after)
+        # when its mutations would show to a hook or renderer that reads the
+        # arguments after it.
+        self.copy_for_body = (
+            bool(self.wrappers) or policy.sees_execution_after or compiled.reads_arguments_after
         )
         self.body_started = False
         self.ctx: ToolRunContext | None = None
@@ -228,7 +257,7 @@ async def _policed(run: _Run) -> ToolResult:
 
 async def _pre_execute(run: _Run) -> ToolResult | None:
     listeners = run.policy.pre
-    execution = run.execution
+    execution = run.view
 
     def link(index: int) -> Callable[[], Awaitable[PreDecision]]:
         async def call_next() -> PreDecision:
@@ -246,11 +275,12 @@ async def _pre_execute(run: _Run) -> ToolResult | None:
         return _failure(f"pre-execute policy failed: {exc}", "PolicyError", _POLICY_ERROR)
     if isinstance(decision, Allow):
         return None
-    if isinstance(decision, Cancel) or execution.signal.aborted:
-        return _aborted(True)
     if isinstance(decision, Deny):
+        # More specific than a cancellation that came meanwhile: it stays a denial.
         info = decision.info or ErrorInfo(name="ToolDeniedError", code=TOOL_DENIED)
         return ToolFailure.of(decision.reason, info)
+    if isinstance(decision, Cancel) or (isinstance(decision, Ask) and execution.signal.aborted):
+        return _aborted(True)  # nobody is asked to approve a call that was cancelled
     if isinstance(decision, Ask):
         return await _ask(run, decision)
     return _failure(
@@ -270,7 +300,7 @@ async def _ask(run: _Run, decision: Ask) -> ToolResult | None:
             APPROVAL_UNAVAILABLE,
         )
     try:
-        verdict = await approval(run.execution, decision.reason)
+        verdict = await approval(run.view, decision.reason)
     except Exception as exc:
         logger.exception("the approval callback raised for %s", run.execution.name)
         return _failure(
@@ -278,10 +308,8 @@ async def _ask(run: _Run, decision: Ask) -> ToolResult | None:
             "ApprovalError",
             APPROVAL_UNAVAILABLE,
         )
-    if run.execution.signal.aborted:
-        return _aborted(True)
     if verdict is True or verdict == "allow":
-        return None
+        return None  # a cancellation that came meanwhile is caught before dispatch
     if verdict == "cancel":
         return _failure(
             f"approval for {run.execution.name} was cancelled{why}",
@@ -296,7 +324,7 @@ async def _ask(run: _Run, decision: Ask) -> ToolResult | None:
 def _check_guards(run: _Run) -> ToolResult | None:
     for guard in run.policy.guards:
         try:
-            verdict = guard(run.execution)
+            verdict = guard(run.view)
         except Exception as exc:
             logger.exception("a guard raised for %s", run.execution.name)
             verdict = f"guard failed: {exc}"
@@ -314,7 +342,7 @@ def _check_guards(run: _Run) -> ToolResult | None:
 
 async def _dispatch(run: _Run) -> ToolResult:
     wrappers = run.wrappers
-    dispatch = DispatchExecution(run.execution)
+    dispatch = DispatchExecution(run.view)
     produced: set[int] = set()
 
     async def innermost() -> ToolResult:
@@ -361,7 +389,9 @@ async def _invoke_body(run: _Run, wrapper_signal: AbortSignal) -> ToolResult:
             return _with_deferred(run, _aborted(not run.body_started))
         ctx = ToolRunContext(execution, signal, run.registry)
         run.ctx = ctx
-        arguments = snapshot_json(run.arguments) if run.copy_for_body else run.arguments
+        arguments = execution.arguments
+        if run.copy_for_body:
+            arguments = clone_json(arguments)
         outcome: ToolResult | None = None
         value: Any = None
         returned = False
@@ -450,17 +480,20 @@ def _normalize(run: _Run, value: Any) -> ToolResult:
             ]
         else:
             content = _content(output.render(run.execution.arguments, canonical))
-        meta = (
-            None
-            if output.meta is None
-            else snapshot_json(output.meta(run.execution.arguments, canonical))
-        )
     except Exception as exc:
         return _failure(
             f"rendering the result of {name} failed: {_describe_exception(exc)}",
             "ToolOutputError",
             INVALID_TOOL_OUTPUT,
         )
+    meta = None
+    # Presentation metadata is for a UI showing a model's direct call: a nested
+    # (Code Mode) dispatch has none, and a failing projection never fails a call.
+    if output.meta is not None and run.execution.parent is None:
+        try:
+            meta = snapshot_json(output.meta(run.execution.arguments, canonical))
+        except Exception:
+            logger.exception("the meta projection of %s raised; the result has no meta", name)
     return _new_success(canonical, content, meta, ())
 
 
@@ -483,13 +516,19 @@ async def _post_execute(run: _Run, result: ToolResult) -> ToolResult:
     listeners = run.policy.post
     if not listeners:
         return result
+    # The listeners get copies: mutating what they see changes neither what was
+    # validated (and is delivered) nor what observers are told ran. Only a
+    # decision changes the result (a replaced value is validated again).
     execution = run.execution
+    if run.policy.observers or run.compiled.reads_arguments_after:
+        execution = _execution_copy(execution)  # someone reads the arguments after them
+    seen = _result_copy(result)
 
     def link(index: int) -> Callable[[], Awaitable[PostDecision]]:
         async def call_next() -> PostDecision:
             if index == len(listeners):
                 return Accept()
-            return await listeners[index](execution, result, link(index + 1))
+            return await listeners[index](execution, seen, link(index + 1))
 
         return call_next
 
@@ -551,6 +590,15 @@ def _blocked(decision: Block) -> ToolResult:
 
 
 def _finalize(execution: ToolExecution, result: ToolResult) -> ToolResult:
+    # Materialize first (contexts are snapshotted: a tool mutating one it deferred
+    # changes nothing now), so finalize_content sees every failure, this one too.
+    if result.additional_contexts:
+        try:
+            contexts = tuple(snapshot_json(list(result.additional_contexts)))
+        except NotJsonError as exc:
+            result = _failure(f"additional context of {execution.name} is not lossless JSON: {exc}")
+        else:
+            result = _replace(result, additional_contexts=contexts)
     definition = execution.definition
     finalize = None if definition is None else definition.finalize_content
     if finalize is not None:
@@ -560,18 +608,15 @@ def _finalize(execution: ToolExecution, result: ToolResult) -> ToolResult:
                 result = _replace(result, content=_content(replacement))
         except Exception:
             logger.exception("finalize_content of %s raised; its content is kept", execution.name)
-    if result.additional_contexts:
-        try:
-            snapshot_json(list(result.additional_contexts))
-        except NotJsonError as exc:
-            result = _failure(f"additional context of {execution.name} is not lossless JSON: {exc}")
     return result
 
 
 async def _observe(policy: PolicySet, execution: ToolExecution, result: ToolResult) -> None:
+    # Observers see a copy of what is returned: nothing they do reaches the caller.
+    seen = _result_copy(result)
     for observer in policy.observers:
         try:
-            pending = observer(execution, result)
+            pending = observer(execution, seen)
             if inspect.isawaitable(pending):
                 await pending
         except Exception:

@@ -8,6 +8,13 @@ Order of one call::
       -> body -> output snapshot + validation -> render
       -> post-execute waterfall (Accept / Block)
       -> finalize_content -> result observers (contained)
+
+Every hook works on copies: the hooks before the body share one copy of the
+arguments, post-execute listeners get their own copy of the arguments and of the
+result, observers one copy of the final result. Whatever a hook mutates in
+place, the body runs with the validated arguments, later stages see what ran,
+and the caller gets the value that was validated; only a decision changes a
+result (``Accept.with_value`` is validated again).
 """
 
 from __future__ import annotations

@@ -9,10 +9,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import orjson
-
-from ._exceptions import RegistrationError, RestrictionError
-from ._json import NotJsonError, snapshot_json
+from ._exceptions import RegistrationError, RestrictionError, UnknownScopeError
+from ._json import NotJsonError, clone_json, snapshot_json
 from ._pipeline import run_pipeline
 from ._policy import (
     ApprovalFn,
@@ -75,7 +73,9 @@ class ToolRegistry:
             longer than its definition's ``timeout`` as ``TOOL_TIMEOUT``.
 
     Every ``register``/``reserve``/``restrict``/``guard``/listener method returns a
-    disposer that undoes exactly what it did.
+    disposer that undoes exactly what it did. Those that name a scope declare it;
+    reading by a scope that was never declared (or was disposed) raises
+    :class:`UnknownScopeError` instead of showing the global view.
     """
 
     def __init__(
@@ -132,12 +132,27 @@ class ToolRegistry:
         return dispose
 
     def scope_chain(self, scope: str | None) -> list[str]:
-        """``scope`` and its ancestors, nearest first (empty for the global view)."""
+        """``scope`` and its ancestors, nearest first (empty for the global view).
+
+        Raises:
+            UnknownScopeError: ``scope`` was never declared.
+        """
+        self.check_scope(scope)
         chain: list[str] = []
-        while scope is not None and scope in self._scopes:
+        while scope is not None:
             chain.append(scope)
             scope = self._scopes[scope].parent
         return chain
+
+    def check_scope(self, scope: str | None) -> None:
+        """Raise :class:`UnknownScopeError` unless ``scope`` is ``None`` or declared.
+
+        Every read by scope (``view``, ``get``, ``definitions``, ``schemas``,
+        ``policy``, ``is_admitted``, ``execution_mode``, ``execute``) checks it: a
+        typo must not silently show the global view.
+        """
+        if scope is not None and scope not in self._scopes:
+            raise UnknownScopeError(scope, self._scopes)
 
     def _layer(self, scope: str | None) -> Layer:
         if scope is None:
@@ -424,10 +439,10 @@ class ToolRegistry:
             schema: dict[str, Any] = {
                 "name": name,
                 "description": compiled.definition.description,
-                "parameters": _deep_copy(compiled.parameters.schema),
+                "parameters": clone_json(compiled.parameters.schema),
             }
             if with_output:
-                schema["output"] = _deep_copy(compiled.output.schema)
+                schema["output"] = clone_json(compiled.output.schema)
             out.append(schema)
         return out
 
@@ -460,6 +475,9 @@ class ToolRegistry:
     ) -> ToolResult:
         """Run one call through the whole pipeline; always returns a result.
 
+        A tool's failure is a result; a caller's mistake raises (an undeclared
+        ``call.scope``: :class:`UnknownScopeError`).
+
         Args:
             call: the call.
             transport: run the call against this unregistered definition instead
@@ -474,10 +492,6 @@ class ToolRegistry:
                 self._transports[id(transport)] = cached
             compiled = cached[1]
         return await run_pipeline(self, call, compiled)
-
-
-def _deep_copy(value: Any) -> Any:
-    return orjson.loads(orjson.dumps(value))
 
 
 def _names(values: Iterable[str] | str, what: str) -> Sequence[str]:

@@ -81,7 +81,10 @@ class ToolOutput:
         schema: JSON Schema every successful value must satisfy.
         render: pure ``(args, value) -> content blocks``; default renders strings
             raw and any other value as pretty JSON.
-        meta: optional pure ``(args, value) -> JSON`` presentation metadata.
+        meta: optional pure ``(args, value) -> JSON`` presentation metadata, for
+            a UI showing a direct call: not computed for a nested dispatch (a call
+            with a ``parent``, e.g. from a ``run_code`` program); if it raises or
+            is not JSON, the call still succeeds, without ``meta`` (logged).
     """
 
     schema: Mapping[str, Any]

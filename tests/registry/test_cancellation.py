@@ -10,6 +10,9 @@ import pytest
 from registry import (
     ABORTED,
     ABORTED_BEFORE_DISPATCH,
+    APPROVAL_CANCELLED,
+    APPROVAL_REJECTED,
+    TOOL_DENIED,
     TOOL_TIMEOUT,
     AbortSignal,
     Accept,
@@ -17,6 +20,7 @@ from registry import (
     Ask,
     Deny,
     DispatchExecution,
+    ErrorInfo,
     ToolCall,
     ToolError,
     ToolExecution,
@@ -171,6 +175,67 @@ async def test_abort_during_approval_is_aborted_before_dispatch() -> None:
     reg.on_pre_execute(ask)
     result = await reg.execute(make_call(signal=AbortSignal()))
     assert_failure(result, ABORTED_BEFORE_DISPATCH)
+    assert not body.started.is_set()
+
+
+@pytest.mark.parametrize("when", ["inside the listener", "while the listener awaits"])
+async def test_a_denial_decided_after_an_abort_stays_a_denial(when: str) -> None:
+    # The more specific failure wins: the listener decided, with its reason and identity.
+    body = BlockingBody()
+    reg = ToolRegistry()
+    reg.register(make_tool(execute=body))
+    trace = Trace(reg)
+    entered = anyio.Event()
+
+    async def deny(execution: ToolExecution, call_next: Any) -> Any:
+        if when == "inside the listener":
+            execution.signal.abort("user pressed stop")
+            entered.set()  # (the helper's abort then finds it aborted already)
+        else:
+            entered.set()
+            await execution.signal.wait()
+        return Deny("writes are frozen", ErrorInfo(name="FreezeError", code="FROZEN"))
+
+    reg.on_pre_execute(deny)
+    result = await _execute_aborting_when(reg, make_call(signal=AbortSignal()), entered)
+    assert_failure(result, "FROZEN", "writes are frozen", name="FreezeError")
+    assert trace.stages == ["pre"]
+    assert not body.started.is_set()
+    assert trace.recorder.results == [result]
+
+
+async def test_a_default_denial_after_an_abort_is_tool_denied() -> None:
+    reg = ToolRegistry()
+    reg.register(make_tool())
+
+    async def deny(execution: ToolExecution, call_next: Any) -> Any:
+        execution.signal.abort()
+        return Deny("not in this workspace")
+
+    reg.on_pre_execute(deny)
+    result = await reg.execute(make_call(signal=AbortSignal()))
+    assert_failure(result, TOOL_DENIED, "not in this workspace", name="ToolDeniedError")
+
+
+@pytest.mark.parametrize(
+    ("verdict", "code"), [("reject", APPROVAL_REJECTED), ("cancel", APPROVAL_CANCELLED)]
+)
+async def test_an_approvers_refusal_after_an_abort_stays_a_refusal(verdict: str, code: str) -> None:
+    body = BlockingBody()
+
+    async def approval(execution: ToolExecution, reason: Any) -> Any:
+        execution.signal.abort("closed the dialog")
+        return verdict
+
+    reg = ToolRegistry(approval=approval)
+    reg.register(make_tool(execute=body))
+
+    async def ask(execution: ToolExecution, call_next: Any) -> Any:
+        return Ask("deletes a branch")
+
+    reg.on_pre_execute(ask)
+    result = await reg.execute(make_call(signal=AbortSignal()))
+    assert_failure(result, code)
     assert not body.started.is_set()
 
 

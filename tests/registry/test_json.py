@@ -8,7 +8,9 @@ import datetime
 import decimal
 import enum
 import fractions
+import inspect
 import math
+import sys
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -27,9 +29,10 @@ from registry import (
     ToolOutput,
     ToolRegistry,
     ToolRunContext,
+    dumps_pretty,
     snapshot_json,
 )
-from registry._json import MAX_DEPTH
+from registry._json import MAX_DEPTH, _write, clone_json
 
 INT_MIN = -(2**63)
 INT_MAX = 2**64 - 1
@@ -479,3 +482,122 @@ def test_a_flat_object_copy_is_independent_and_keeps_exact_types() -> None:
     assert strict_equal(copied, original) and copied is not original
     copied["q"] = "changed"
     assert original["q"] == "x"
+
+
+# --------------------------------------------------------------------------- writing and copying
+
+
+def with_little_stack(fn: Callable[[], Any], headroom: int = 40) -> Any:
+    """Run ``fn`` with only ``headroom`` Python frames to spare: a recursive walk fails."""
+    depth = len(inspect.stack(0))
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(depth + headroom)
+    try:
+        return fn()
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def pretty_nest(levels: int) -> str:
+    """What ``orjson`` (``OPT_INDENT_2``) would write for ``nest(levels)``, at any depth."""
+    opening = [" " * (2 * i) + "[" for i in range(levels - 1)]
+    closing = [" " * (2 * i) + "]" for i in reversed(range(levels - 1))]
+    return "\n".join([*opening, " " * (2 * (levels - 1)) + "[]", *closing])
+
+
+def capped_nest(levels: int) -> str:
+    """``nest(levels)`` indented for five levels (ten characters), then compact."""
+    opening = [" " * (2 * i) + "[" for i in range(5)]
+    closing = [" " * (2 * i) + "]" for i in reversed(range(5))]
+    inner = " " * 10 + "[" * (levels - 5) + "]" * (levels - 5)
+    return "\n".join([*opening, inner, *closing])
+
+
+@pytest.mark.parametrize("levels", [MAX_DEPTH, MAX_DEPTH + 1, 4 * MAX_DEPTH])
+def test_json_text_is_written_at_the_deepest_admitted_nesting_and_beyond(levels: int) -> None:
+    # orjson writes at most MAX_DEPTH - 1 levels; the writer never depends on it
+    # (nor on the call stack), capped or not.
+    value = nest(levels)
+    if levels == MAX_DEPTH:
+        assert strict_equal(snapshot_json(value), value)  # admitted
+    assert with_little_stack(lambda: dumps_pretty(value)) == pretty_nest(levels)
+    assert with_little_stack(lambda: dumps_pretty(value, max_indent=10)) == capped_nest(levels)
+    assert with_little_stack(lambda: dumps_pretty(value, max_indent=0)) == (
+        "[" * levels + "]" * levels
+    )
+
+
+def chain(value: list[Any]) -> list[list[Any]]:
+    """The lists of a ``nest()``, outermost first (without recursion)."""
+    lists = [value]
+    while lists[-1]:
+        lists.append(lists[-1][0])
+    return lists
+
+
+@pytest.mark.parametrize("levels", [MAX_DEPTH, 4 * MAX_DEPTH])
+def test_a_value_is_copied_at_any_depth(levels: int) -> None:
+    value: Any = {"k": nest(levels - 1), "shared": [1]}
+    value["again"] = value["shared"]
+    copied = with_little_stack(lambda: clone_json(value))
+    assert copied.keys() == value.keys()
+    originals = {id(item) for item in chain(value["k"])}
+    copies = chain(copied["k"])
+    assert len(copies) == levels - 1
+    assert not any(id(item) in originals for item in copies)
+    assert copied["again"] is copied["shared"] == [1]
+    assert copied["shared"] is not value["shared"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(json_values)
+def test_the_writer_writes_what_orjson_writes(value: Any) -> None:
+    # The writer takes over where orjson refuses (too deep); its text is orjson's own.
+    pretty = orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
+    compact = orjson.dumps(value).decode()
+    assert _write(value, None) == pretty
+    deep = "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1)
+    assert dumps_pretty(force_walker(value), max_indent=0) == f"[{compact},{deep}]"
+    assert strict_equal(orjson.loads(dumps_pretty(value, max_indent=10)), value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(json_values, st.booleans())
+def test_a_copy_is_equal_and_independent(value: Any, walker: bool) -> None:
+    original = force_walker(value) if walker else value
+    copied = clone_json(original)
+    assert strict_equal(copied, original)
+    original_ids = {id(c) for c in containers(original)}
+    assert not any(id(c) in original_ids for c in containers(copied))
+
+
+@pytest.mark.anyio
+async def test_a_tool_returning_the_deepest_admitted_value_is_rendered_and_delivered() -> None:
+    # The default renderer, the post-execute and observer copies all cope with
+    # the deepest value the snapshot admits (one level past orjson's limit).
+    deep = nest(MAX_DEPTH)
+
+    async def body(args: Any, ctx: ToolRunContext) -> Any:
+        return deep
+
+    async def post(execution: Any, result: Any, call_next: Any) -> Any:
+        return await call_next()
+
+    observed: list[Any] = []
+    reg = ToolRegistry()
+    reg.register(
+        ToolDefinition(
+            name="deep",
+            description="A deep value.",
+            parameters={"type": "object"},
+            output=ToolOutput(schema={"type": "array"}),
+            execute=body,
+        )
+    )
+    reg.on_post_execute(post)
+    reg.on_result(lambda execution, result: observed.append(result))
+    result = await reg.execute(ToolCall(call_id="c", name="deep", arguments={}))
+    assert not result.is_error, result.error
+    assert strict_equal(result.value, deep)
+    assert result.content == [{"type": "text", "text": pretty_nest(MAX_DEPTH)}]
+    assert observed == [result]

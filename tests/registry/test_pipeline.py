@@ -165,12 +165,38 @@ async def test_render_returning_malformed_blocks_is_invalid_tool_output() -> Non
     assert "every content block must be an object with a string 'type'" in failure.error.message
 
 
-async def test_raising_meta_is_invalid_tool_output() -> None:
+@pytest.mark.parametrize("broken", ["raises", "not json"])
+async def test_a_failing_meta_never_fails_the_call(
+    broken: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # meta is a UI projection: the call succeeds without it, and the failure is logged.
     def meta(args: Any, value: Any) -> Any:
-        raise KeyError("size")
+        if broken == "raises":
+            raise KeyError("size")
+        return {"size": float("nan")}
 
-    result = await _registry(make_tool(meta=meta)).execute(make_call())
-    assert_failure(result, INVALID_TOOL_OUTPUT)
+    with caplog.at_level(logging.ERROR, logger="registry"):
+        result = await _registry(make_tool(meta=meta)).execute(make_call())
+    assert_success(result, "hi", "hi")
+    assert result.meta is None
+    assert "the meta projection of echo raised" in caplog.text
+
+
+async def test_meta_is_computed_for_direct_calls_only() -> None:
+    # A nested (Code Mode) dispatch carries its run_code call's token as parent.
+    calls: list[Any] = []
+
+    def meta(args: Any, value: Any) -> Any:
+        calls.append(value)
+        return {"length": len(value)}
+
+    reg = _registry(make_tool(meta=meta))
+    direct = await reg.execute(make_call())
+    nested = await reg.execute(make_call(parent=ExecutionToken()))
+    assert direct.meta == {"length": 2}
+    assert_success(nested, "hi", "hi")
+    assert nested.meta is None
+    assert calls == ["hi"]
 
 
 class QuotaError(ToolError):
@@ -527,6 +553,39 @@ async def test_finalize_content_runs_once_for_a_denial() -> None:
     assert [r for _, r in finalizer.calls] == [result]
 
 
+@pytest.mark.parametrize("source", ["deferred by the tool", "attached by a post listener"])
+async def test_finalize_content_sees_a_failure_found_while_materializing_contexts(
+    source: str,
+) -> None:
+    # A context that is not lossless JSON fails the call while the result is
+    # materialized; finalize_content still sees that final failure, and its
+    # content replacement is what the caller gets.
+    finalizer = Finalizer(text("Error: [redacted]"))
+    bad = {"score": float("nan")}
+
+    async def body(args: Any, ctx: ToolRunContext) -> Any:
+        if source == "deferred by the tool":
+            ctx.defer_context(bad)
+        return "ok"
+
+    async def post(execution: ToolExecution, result: ToolResult, call_next: Any) -> Any:
+        return Accept(additional_contexts=[bad])
+
+    reg = _registry(make_tool(execute=body, finalize_content=finalizer))
+    if source != "deferred by the tool":
+        reg.on_post_execute(post)
+    recorder = Recorder()
+    reg.on_result(recorder.observer())
+    result = await reg.execute(make_call())
+    assert isinstance(result, ToolFailure)
+    assert result.error.message.startswith("additional context of echo is not lossless JSON")
+    ((_, seen),) = finalizer.calls
+    assert isinstance(seen, ToolFailure) and seen.error == result.error
+    assert seen.content == text(f"Error: {result.error.message}")
+    assert result.content == text("Error: [redacted]")
+    assert recorder.results == [result]
+
+
 async def test_raising_finalize_content_is_contained(caplog: pytest.LogCaptureFixture) -> None:
     finalizer = Finalizer(raises=True)
     recorder = Recorder()
@@ -565,7 +624,8 @@ async def test_observers_see_the_final_result_in_registration_order() -> None:
     assert result.content == text("finalized")
     assert recorder.events == ["first", "second"]
     assert recorder.results == [result, result]
-    assert all(r is result for r in recorder.results)
+    # One copy of the returned result, shared by the observers.
+    assert recorder.results[0] is recorder.results[1] is not result
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
@@ -641,7 +701,9 @@ async def test_parent_and_root_call_id_reach_every_stage() -> None:
     assert set(seen) == {"pre", "guard", "wrap", "body", "post", "observe"}
     first = seen["pre"]
     for execution in seen.values():
-        assert execution is first
+        # Copies at the stage boundaries (each with its own arguments), one identity.
+        assert execution == first
+        assert execution.token is first.token
     assert first.parent is parent
     assert first.root_call_id == "root-7"
     assert first.call_id == "sub-1"

@@ -645,6 +645,7 @@ async def test_scoped_listeners_see_only_their_scope_and_its_descendants() -> No
 async def test_scoped_guard_denies_only_in_its_scope() -> None:
     reg = _registry()
     reg.guard(lambda execution: "agents may not echo", scope="agent")
+    reg.add_scope("sibling")
     assert_failure(await reg.execute(make_call(scope="agent")), TOOL_DENIED)
     assert_success(await reg.execute(make_call()), "ran")
     assert_success(await reg.execute(make_call(scope="sibling")), "ran")

@@ -9,6 +9,7 @@ import pytest
 from registry import (
     UNKNOWN_TOOL,
     RegistrationError,
+    RegistryError,
     RestrictionError,
     ToolCall,
     ToolDefinition,
@@ -18,6 +19,7 @@ from registry import (
     ToolResult,
     ToolRunContext,
     ToolSuccess,
+    UnknownScopeError,
     snapshot_json,
 )
 
@@ -78,13 +80,72 @@ def unknown(result: ToolResult) -> bool:
 # --------------------------------------------------------------------------- scopes
 
 
-def test_global_tools_are_visible_from_every_scope_even_undeclared_ones() -> None:
+def test_global_tools_are_visible_from_every_scope() -> None:
     reg = registry_with("b", "a")
     reg.add_scope("agent-1")
     assert visible(reg) == ["a", "b"]
     assert visible(reg, "agent-1") == ["a", "b"]
-    assert visible(reg, "never-declared") == ["a", "b"]
-    assert reg.get("a", "never-declared") is reg.get("a")
+    assert reg.get("a", "agent-1") is reg.get("a")
+
+
+READERS = {
+    "view": lambda reg, scope: reg.view(scope),
+    "get": lambda reg, scope: reg.get("a", scope),
+    "definitions": lambda reg, scope: reg.definitions(scope),
+    "schemas": lambda reg, scope: reg.schemas(scope, with_output=True),
+    "policy": lambda reg, scope: reg.policy(scope),
+    "scope_chain": lambda reg, scope: reg.scope_chain(scope),
+    "is_admitted": lambda reg, scope: reg.is_admitted("a", scope),
+    "execution_mode": lambda reg, scope: reg.execution_mode(call("a", scope)),
+    "check_scope": lambda reg, scope: reg.check_scope(scope),
+}
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_reading_a_scope_that_was_never_declared_raises(reader: str) -> None:
+    # A typo must not show the global view (every global tool) instead.
+    reg = registry_with("a")
+    reg.add_scope("agent-1")
+    read = READERS[reader]
+    read(reg, None)
+    read(reg, "agent-1")
+    with pytest.raises(UnknownScopeError) as info:
+        read(reg, "agent-l")
+    assert isinstance(info.value, LookupError) and isinstance(info.value, RegistryError)
+    assert info.value.scope == "agent-l"
+    assert str(info.value) == "unknown scope 'agent-l' (did you mean 'agent-1'?)"
+    with pytest.raises(UnknownScopeError, match="no scopes are declared"):
+        read(registry_with("a"), "agent-1")
+    assert visible(reg) == ["a"]  # reading created nothing
+
+
+@pytest.mark.anyio
+async def test_a_call_in_a_scope_that_was_never_declared_raises() -> None:
+    # The scope is the caller's, never the model's: a typo is the caller's bug.
+    reg = registry_with("a")
+    with pytest.raises(UnknownScopeError, match="unknown scope 'agent-1'"):
+        await reg.execute(call("a", "agent-1"))
+
+
+@pytest.mark.parametrize(
+    "declare",
+    [
+        lambda reg: reg.add_scope("s"),
+        lambda reg: reg.register(tool("local"), scope="s"),
+        lambda reg: reg.restrict("s", deny=["a"]),
+        lambda reg: reg.reserve("later", scope="s"),
+        lambda reg: reg.guard(lambda execution: None, scope="s"),
+        lambda reg: reg.on_result(lambda execution, result: None, scope="s"),
+    ],
+    ids=["add_scope", "register", "restrict", "reserve", "guard", "listener"],
+)
+def test_every_writer_declares_the_scope_it_names(declare: Any) -> None:
+    reg = registry_with("a")
+    with pytest.raises(UnknownScopeError):
+        visible(reg, "s")
+    declare(reg)
+    assert visible(reg, "s") in (["a"], ["a", "local"], [])
+    assert reg.scope_chain("s") == ["s"]
 
 
 def test_a_scoped_tool_is_visible_in_its_scope_and_descendants_only() -> None:
@@ -142,10 +203,13 @@ def test_disposing_a_scope_with_children_is_refused_and_without_them_removes_it(
     with pytest.raises(RestrictionError, match="child scopes"):
         dispose_parent()
     dispose_child()
-    assert reg.scope_chain("c") == []
-    assert visible(reg, "c") == ["g"]
+    with pytest.raises(UnknownScopeError):
+        reg.scope_chain("c")
+    with pytest.raises(UnknownScopeError):
+        visible(reg, "c")
     dispose_parent()
-    assert reg.scope_chain("p") == []
+    with pytest.raises(UnknownScopeError):
+        reg.scope_chain("p")
 
 
 # --------------------------------------------------------------------------- shadowing
@@ -363,6 +427,7 @@ async def test_executing_a_restricted_away_tool_in_its_scope_is_unknown_tool() -
     reg = registry_with("secret", "open")
     reg.add_scope("agent-1")
     reg.add_scope("child", parent="agent-1")
+    reg.add_scope("agent-2")
     reg.restrict("agent-1", deny=["secret"])
 
     for scope in ("agent-1", "child"):
@@ -526,9 +591,10 @@ def test_is_admitted_follows_masks_independent_of_registration() -> None:
     reg.add_scope("c", parent="p")
     reg.restrict("p", deny=["a"])
     reg.restrict("c", allow=["b"])
-    # the global view and unknown scopes are never masked
+    # the global view is never masked; an unknown scope is an error, not the global view
     assert reg.is_admitted("a")
-    assert reg.is_admitted("anything", "no-such-scope")
+    with pytest.raises(UnknownScopeError):
+        reg.is_admitted("anything", "no-such-scope")
     # deny: named names are out, never-registered names are in
     assert not reg.is_admitted("a", "p")
     assert reg.is_admitted("b", "p")
