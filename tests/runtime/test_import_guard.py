@@ -56,12 +56,23 @@ BORROWED = {
 
 @pytest.fixture
 def guarded() -> Iterator[None]:
+    import json.encoder
+
     original = builtins.__import__
+    # What the programs plant in json (in this process, not a worker) must not
+    # outlive the test: every later json.dumps here would run it.
+    planted = json.encoder.JSONEncoder.encode
+    had_encode = hasattr(json.encoder, "encode")
     install_import_guard(frozenset({"json"}))
     try:
         yield
     finally:
         builtins.__import__ = original
+        json.encoder.JSONEncoder.encode = planted  # type: ignore[method-assign]
+        if not had_encode and hasattr(json.encoder, "encode"):
+            del json.encoder.encode
+        for leftover in ("os", "o"):
+            json.__dict__.pop(leftover, None)
 
 
 def program_namespace() -> dict[str, Any]:
