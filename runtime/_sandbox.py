@@ -175,16 +175,32 @@ class SandboxError(Exception):
 
 
 class _Report:
-    """Collects layer statuses and enforces ``strict`` as soon as a layer fails."""
+    """Collects layer statuses; with ``strict``, :meth:`check` refuses if a layer failed.
+
+    Every layer is tried before the refusal, so that it names all that are missing.
+    """
 
     def __init__(self, strict: bool) -> None:
         self.strict = strict
         self.statuses: list[LayerStatus] = []
+        self.missing: dict[str, list[str]] = {}  # reason -> the required layers it took
 
     def add(self, name: str, active: bool, detail: str, *, required: bool = True) -> None:
         self.statuses.append(LayerStatus(name, active, detail, PROTECTS[name]))
-        if self.strict and required and not active:
-            raise SandboxError(f"layer {name!r} is unavailable: {detail}")
+        if required and not active:
+            self.missing.setdefault(detail, []).append(name)
+
+    def check(self) -> None:
+        if not self.strict or not self.missing:
+            return
+        parts = []
+        for detail, names in self.missing.items():
+            if len(names) == 1:
+                parts.append(f"layer {names[0]!r} is unavailable: {detail}")
+            else:
+                listed = ", ".join(repr(name) for name in names)
+                parts.append(f"layers {listed} are unavailable: {detail}")
+        raise SandboxError("; ".join(parts))
 
 
 @functools.cache
@@ -705,6 +721,7 @@ def enter_sandbox(config: SandboxConfig, *, keep_fds: Sequence[int]) -> list[Lay
             report.add("seccomp", False, str(exc.strerror or exc))
     else:
         report.add("seccomp", False, "switched off by configuration", required=False)
+    report.check()
     return report.statuses
 
 

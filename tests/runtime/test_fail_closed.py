@@ -58,7 +58,12 @@ async def test_the_default_refuses_a_host_without_user_namespaces(
     assert calls == [], "the program ran"
     message = outcome.message
     # The layer, the kernel's reason, the doctor and both ways out.
-    assert "layer 'user-namespace' is unavailable" in message
+    # Every layer is tried before the refusal: it names all six namespaces, once each.
+    assert (
+        "layers 'user-namespace', 'mount-namespace', 'network-namespace', 'pid-namespace', "
+        "'ipc-namespace', 'uts-namespace' are unavailable: unshare refused"
+    ) in message
+    assert message.count("unshare refused") == 1
     assert "unshare refused" in message and "Operation not permitted" in message
     assert "`ptc doctor` lists the layers" in message
     assert 'runtime "pyodide"' in message
