@@ -444,6 +444,7 @@ def test_each_worker_gets_a_home_of_its_own(tmp_path: Path) -> None:
     shared = tmp_path / "deno"
     shared.mkdir()
     (shared / "v8_code_cache_v2").write_bytes(b"compiled code")
+    (shared / "dep_analysis_cache_v2").write_bytes(b"module graph")
     (shared / "location_data").mkdir()  # what an older worker left: not seen
     install = PyodideInstall(
         deno=Path("/opt/deno"), assets=tmp_path / "assets", snapshot=None, deno_dir=shared
@@ -451,9 +452,13 @@ def test_each_worker_gets_a_home_of_its_own(tmp_path: Path) -> None:
     one, two = make_home(install), make_home(install)
     try:
         assert one != two and one.name.startswith(HOME_PREFIX)
-        # Only V8's code cache of the worker's own modules is shared.
-        assert [path.name for path in (one / "deno").iterdir()] == ["v8_code_cache_v2"]
+        # Only the caches Deno derives from the worker's own modules are shared.
+        assert sorted(path.name for path in (one / "deno").iterdir()) == [
+            "dep_analysis_cache_v2",
+            "v8_code_cache_v2",
+        ]
         assert (one / "deno" / "v8_code_cache_v2").read_bytes() == b"compiled code"
+        assert (one / "deno" / "dep_analysis_cache_v2").read_bytes() == b"module graph"
         environment = _environment(one)
         assert environment["DENO_DIR"] == str(one / "deno")
         assert environment["DENO_CACHE_DB_MODE"] == environment["DENO_KV_DB_MODE"] == "memory"

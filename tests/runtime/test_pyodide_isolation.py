@@ -114,14 +114,15 @@ async def home_removed(worker: Any) -> None:
 
 
 def tree(root: Path) -> dict[str, int]:
-    """Every file under ``root`` with its size, but Deno's compiled-code cache.
+    """Every file under ``root`` with its size, but Deno's shared module caches.
 
-    That cache holds V8's code for the modules Deno loads (the worker's own,
-    keyed by their source): shared by design, and no program can add to it.
+    Those hold V8's code and Deno's analysis of the modules Deno loads (the
+    worker's own, keyed by their source): shared by design, and no program can
+    add to them.
     """
     files = {}
     for path in root.rglob("*"):
-        if path.is_file() and not path.name.startswith("v8_code_cache"):
+        if path.is_file() and not path.name.startswith(("v8_code_cache", "dep_analysis_cache")):
             files[str(path.relative_to(root))] = path.stat().st_size
     return files
 
