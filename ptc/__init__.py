@@ -11,7 +11,11 @@ from ._events import PtcDispatchLog as PtcDispatchLog
 from ._events import ToolCallEvent as ToolCallEvent
 from ._events import ToolResultEvent as ToolResultEvent
 from ._exceptions import CODE_RUN_FAILED as CODE_RUN_FAILED
+from ._exceptions import DUPLICATE_CALL_ID as DUPLICATE_CALL_ID
+from ._exceptions import EXECUTOR_BUSY as EXECUTOR_BUSY
+from ._exceptions import MALFORMED_CALL as MALFORMED_CALL
 from ._exceptions import CodeRunFailedError as CodeRunFailedError
+from ._exceptions import ExecutorBusyError as ExecutorBusyError
 from ._exceptions import ExecutorConfigError as ExecutorConfigError
 from ._executor import CODE_ONLY_RULE as CODE_ONLY_RULE
 from ._executor import RUN_CODE as RUN_CODE
@@ -25,6 +29,9 @@ from ._render import render_run_result as render_run_result
 __all__ = [
     "CODE_ONLY_RULE",
     "CODE_RUN_FAILED",
+    "DUPLICATE_CALL_ID",
+    "EXECUTOR_BUSY",
+    "MALFORMED_CALL",
     "RUN_CODE",
     "BatchResult",
     "CallResult",
@@ -32,6 +39,7 @@ __all__ = [
     "CodeRunFailedError",
     "DispatchLogHook",
     "EventSink",
+    "ExecutorBusyError",
     "ExecutorConfigError",
     "ModelCall",
     "PtcDispatchLog",

@@ -7,8 +7,14 @@ settles. Each started call runs the complete pipeline as a sub-dispatch with id
 ``<outer id>:ptc:<n>`` and the outer execution's token as ``parent``.
 
 Settlement: :meth:`Bridge.settle` fires the run's abort (which every in-flight
-sub-call observes through its signal), drops queued calls, and waits for every
-started call to finish and be logged before it returns.
+sub-call observes through its signal) and drops queued calls; :meth:`Bridge.drain`
+then waits for every started call to finish and be logged, but only until the
+:class:`Settlement` deadline (the moment the run began to end plus the grace).
+A call still running then is *abandoned*: the run stops waiting for it, and it
+goes on in the task group it was started in (the executor's own, which outlives
+the run) until it ends, when it is logged, exactly once, as ``abandoned``. A
+bridge whose task group is the run's own cannot abandon anything: the run then
+waits for its calls whatever the deadline.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import inspect
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +32,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from registry import (
+    ABORTED_BEFORE_DISPATCH,
     AbortSignal,
     ExecutionMode,
     JsonValue,
@@ -38,21 +46,45 @@ from runtime import ToolAnswer
 
 from ._events import (
     DispatchLogHook,
-    EventSink,
     PtcDispatchLog,
     dispatch_event,
     dispatch_start_event,
-    emit,
 )
 
-__all__ = ["Bridge"]
+__all__ = ["Bridge", "Publish", "Settlement", "SubCall"]
 
 logger = logging.getLogger("ptc")
 
+#: Publishes one event (never blocks, never raises).
+Publish = Callable[[dict[str, Any]], object]
+
+
+class Settlement:
+    """When one outer call began to end, and the deadline everything after it shares.
+
+    The first :meth:`begin` (the run's wall clock ran out, the program ended,
+    the caller cancelled) fixes the deadline at that moment plus ``grace``;
+    waiting for sub-calls and for the event sink is bounded by it.
+    """
+
+    __slots__ = ("deadline", "grace")
+
+    def __init__(self, grace: float) -> None:
+        self.grace = grace
+        self.deadline: float | None = None
+
+    def begin(self) -> float:
+        if self.deadline is None:
+            self.deadline = anyio.current_time() + self.grace
+        return self.deadline
+
 
 @dataclass(slots=True)
-class _Pending:
+class SubCall:
+    """One tool call of the program, from submission to its settle event."""
+
     number: int
+    sub_id: str
     name: str
     arguments: Any
     mode: ExecutionMode
@@ -60,7 +92,8 @@ class _Pending:
     started: anyio.Event | None = None  # created only when the call has to queue
     finished: anyio.Event = field(default_factory=anyio.Event)
     result: ToolResult | None = None
-    abandoned: bool = False
+    dropped: bool = False  # still queued when the run settled: never started, never logged
+    abandoned: bool = False  # started, and the run stopped waiting for it
 
 
 class Bridge:
@@ -72,19 +105,24 @@ class Bridge:
         registry: ToolRegistry,
         ctx: ToolRunContext,
         task_group: TaskGroup,
+        can_abandon: bool,
+        settlement: Settlement,
         max_parallel: int,
-        on_event: EventSink | None,
+        publish: Publish | None,
         dispatch_log: DispatchLogHook | None,
     ) -> None:
         self._registry = registry
         self._ctx = ctx
         self._tg = task_group
+        self._can_abandon = can_abandon
+        self._settlement = settlement
         self._max_parallel = max_parallel
-        self._on_event = on_event
+        self._publish = publish
         self._dispatch_log = dispatch_log
         self.signal = AbortSignal()
         self._detach = ctx.signal.add_listener(lambda: self.signal.abort(ctx.signal.reason))
-        self._queue: deque[_Pending] = deque()
+        self._queue: deque[SubCall] = deque()
+        self._in_flight: dict[int, SubCall] = {}
         self._running = 0
         self._exclusive_running = False
         self._closed = False
@@ -98,12 +136,18 @@ class Bridge:
     async def call_tool(self, name: str, arguments: Any) -> ToolAnswer:
         """The runtime's ``call_tool``: schedule, run through the pipeline, answer."""
         if self._closed:
-            return ToolAnswer.failure("the run has ended")
+            return ToolAnswer.failure("the run has ended", code=ABORTED_BEFORE_DISPATCH)
         self._count += 1
         mode = self._registry.execution_mode(
             ToolCall(call_id="", name=name, arguments=arguments, scope=self._ctx.scope)
         )
-        pending = _Pending(number=self._count, name=name, arguments=arguments, mode=mode)
+        pending = SubCall(
+            number=self._count,
+            sub_id=f"{self._ctx.call_id}:ptc:{self._count}",
+            name=name,
+            arguments=arguments,
+            mode=mode,
+        )
         self._queue.append(pending)
         self._pump()
         if not pending.is_started:
@@ -111,29 +155,32 @@ class Bridge:
             try:
                 await pending.started.wait()
             except BaseException:
-                # Cancelled while queued: abandoned, logged by neither event.
+                # Cancelled while queued: dropped, logged by neither event.
                 if not pending.is_started:
-                    pending.abandoned = True
+                    pending.dropped = True
                     self._forget(pending)
                 raise
-        if pending.abandoned:
-            return ToolAnswer.failure("the run has ended")
+        if pending.dropped:
+            return ToolAnswer.failure("the run has ended", code=ABORTED_BEFORE_DISPATCH)
         try:
             await pending.finished.wait()
         except BaseException:
             # The runtime gave up on this call (the run is ending): stop the
-            # sub-call through its signal and let it settle and be logged.
+            # sub-call through its signal and give it until the settlement
+            # deadline to settle (it is logged whenever it does).
             self.signal.abort("the run ended")
-            with anyio.CancelScope(shield=True):
-                await pending.finished.wait()
+            await self._wait_settled([pending])
             raise
         result = pending.result
         assert result is not None
         if result.is_error:
-            return ToolAnswer.failure(result.error.message)
+            info = result.error.info
+            return ToolAnswer.failure(
+                result.error.message, code=None if info is None else info.code
+            )
         return ToolAnswer.success(result.value)
 
-    def _forget(self, pending: _Pending) -> None:
+    def _forget(self, pending: SubCall) -> None:
         with contextlib.suppress(ValueError):
             self._queue.remove(pending)
         self._pump()
@@ -150,30 +197,34 @@ class Bridge:
             self._queue.popleft()
             self._running += 1
             head.is_started = True
+            self._in_flight[head.number] = head
             if head.started is not None:
                 head.started.set()
-            self._tg.start_soon(self._dispatch, head, name=f"ptc sub-call {head.number}")
+            self._tg.start_soon(self._dispatch, head, name=f"ptc sub-call {head.sub_id}")
 
-    async def _dispatch(self, pending: _Pending) -> None:
+    async def _dispatch(self, pending: SubCall) -> None:
         # Shielded: a started sub-call is stopped through its signal (the run's
-        # abort), never abandoned, so it always settles and is logged exactly once.
+        # abort), never cancelled from outside, so it always settles and is
+        # logged exactly once, even after its run stopped waiting for it.
         with anyio.CancelScope(shield=True):
             try:
                 await self._dispatch_started(pending)
+            except Exception:  # never into the task group, which may be the executor's
+                logger.exception("the ptc bridge failed on %s", pending.sub_id)
             finally:
                 self._running -= 1
                 if pending.mode == "exclusive":
                     self._exclusive_running = False
+                self._in_flight.pop(pending.number, None)
                 pending.finished.set()
                 self._pump()
 
-    async def _dispatch_started(self, pending: _Pending) -> None:
+    async def _dispatch_started(self, pending: SubCall) -> None:
         parent_id = self._ctx.call_id
-        sub_id = f"{parent_id}:ptc:{pending.number}"
+        sub_id = pending.sub_id
         started = time.time()
-        emit(
-            self._on_event, dispatch_start_event(sub_id, parent_id, pending.name, pending.arguments)
-        )
+        if self._publish is not None:
+            self._publish(dispatch_start_event(sub_id, parent_id, pending.name, pending.arguments))
         call = ToolCall(
             call_id=sub_id,
             name=pending.name,
@@ -189,13 +240,21 @@ class Bridge:
             logger.exception("the registry raised for %s", sub_id)
             result = ToolFailure.of(f"internal error while running {pending.name}: {exc}")
         pending.result = result
-        if result.additional_contexts:
+        if result.additional_contexts and not pending.abandoned:
             self._contexts[pending.number] = result.additional_contexts
         content = await self._logged_content(sub_id, pending.name, result)
-        emit(
-            self._on_event,
-            dispatch_event(sub_id, parent_id, pending.name, result, content, started),
-        )
+        if self._publish is not None:
+            self._publish(
+                dispatch_event(
+                    sub_id,
+                    parent_id,
+                    pending.name,
+                    result,
+                    content,
+                    started,
+                    abandoned=pending.abandoned,
+                )
+            )
 
     async def _logged_content(self, sub_id: str, name: str, result: ToolResult) -> list[Any]:
         hook = self._dispatch_log
@@ -222,14 +281,45 @@ class Bridge:
     def settle(self) -> None:
         """Fire the run's abort and drop queued calls (started calls finish in the task group)."""
         self._closed = True
+        self._settlement.begin()
         self.signal.abort("the run settled")
         self._detach()
         while self._queue:
             pending = self._queue.popleft()
-            pending.abandoned = True
+            pending.dropped = True
             pending.is_started = True
             if pending.started is not None:
                 pending.started.set()
+
+    async def drain(self) -> list[SubCall]:
+        """Wait for the started calls to settle, until the settlement deadline.
+
+        Returns the calls abandoned: still running at the deadline. Shielded:
+        the caller's cancellation does not cut it short.
+        """
+        return await self._wait_settled(list(self._in_flight.values()))
+
+    async def _wait_settled(self, calls: list[SubCall]) -> list[SubCall]:
+        deadline = self._settlement.begin()
+        with anyio.CancelScope(shield=True, deadline=deadline):
+            for pending in calls:
+                await pending.finished.wait()
+        stuck = [pending for pending in calls if not pending.finished.is_set()]
+        if stuck and not self._can_abandon:
+            logger.warning(
+                "%d sub-call(s) of %s did not stop within %gs of the run's end; the run waits "
+                "for them (use the CodeExecutor as an async context manager to abandon them)",
+                len(stuck),
+                self._ctx.call_id,
+                self._settlement.grace,
+            )
+            with anyio.CancelScope(shield=True):
+                for pending in stuck:
+                    await pending.finished.wait()
+            return []
+        for pending in stuck:
+            pending.abandoned = True
+        return stuck
 
     def deferred_contexts(self) -> list[JsonValue]:
         """Sub-call contexts in dispatch (submission) order."""

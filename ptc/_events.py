@@ -8,12 +8,17 @@ Every event is a JSON-serializable ``dict`` with ``type``, ``id`` and ``time``
 - ``tool/ptc-dispatch-start``: a program's sub-call entered the pipeline
   (``parent_id``, ``name``, ``arguments``; never a schema or description).
 - ``tool/ptc-dispatch``: that sub-call settled, exactly once (``parent_id``,
-  ``name``, ``is_error``, ``content``, ``error``?, ``started``, ``duration``).
+  ``name``, ``is_error``, ``content``, ``error``?, ``started``, ``duration``;
+  ``abandoned: true`` when its run stopped waiting for it first).
+
+Every outer call has exactly one ``tool/call`` and one ``tool/result``,
+whatever ends it (cancellation included), and every sub-call that started
+exactly one settle event. The sink gets them in order from the executor's
+delivery thread (see ``ptc._delivery``).
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -30,11 +35,8 @@ __all__ = [
     "call_event",
     "dispatch_event",
     "dispatch_start_event",
-    "emit",
     "result_event",
 ]
-
-logger = logging.getLogger("ptc")
 
 EventType: TypeAlias = Literal[
     "tool/call", "tool/result", "tool/ptc-dispatch-start", "tool/ptc-dispatch"
@@ -60,6 +62,9 @@ class ToolResultEvent(TypedDict, total=False):
     time: float
     started: float
     duration: float
+    abandoned: bool
+    isolation: dict[str, Any]
+    abandoned_sub_calls: list[str]
 
 
 EventSink: TypeAlias = Callable[[dict[str, Any]], None]
@@ -84,16 +89,6 @@ class PtcDispatchLog:
 DispatchLogHook: TypeAlias = Callable[
     [PtcDispatchLog], "Sequence[ContentBlock] | Awaitable[Sequence[ContentBlock] | None] | None"
 ]
-
-
-def emit(sink: EventSink | None, event: dict[str, Any]) -> None:
-    """Deliver one event; a sink that raises is logged and ignored."""
-    if sink is None:
-        return
-    try:
-        sink(event)
-    except Exception:
-        logger.exception("the event sink raised on %s", event.get("type"))
 
 
 def call_event(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
@@ -138,6 +133,8 @@ def dispatch_event(
     result: ToolResult,
     content: list[ContentBlock],
     started: float,
+    *,
+    abandoned: bool = False,
 ) -> dict[str, Any]:
     now = time.time()
     event: dict[str, Any] = {
@@ -153,4 +150,6 @@ def dispatch_event(
     }
     if result.error is not None:
         event["error"] = result.error.to_json()
+    if abandoned:
+        event["abandoned"] = True
     return event

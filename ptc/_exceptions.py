@@ -1,10 +1,15 @@
 """Errors of the executor.
 
 ToolError (registry)
-└── CodeRunFailedError     CODE_RUN_FAILED: the program failed (data, not a crash)
+├── CodeRunFailedError     CODE_RUN_FAILED: the program failed (data, not a crash)
+└── ExecutorBusyError      EXECUTOR_BUSY: no run slot for the program (data: retry later)
 
 ValueError
 └── ExecutorConfigError    a bad executor setting (raised to the caller)
+
+Codes of batch items the executor does not run (error results, never raised):
+``MALFORMED_CALL`` (not a call, or no string id or name) and
+``DUPLICATE_CALL_ID`` (an earlier call of the batch has the same id).
 """
 
 from __future__ import annotations
@@ -13,9 +18,20 @@ from collections.abc import Sequence
 
 from registry import ToolError
 
-__all__ = ["CODE_RUN_FAILED", "CodeRunFailedError", "ExecutorConfigError"]
+__all__ = [
+    "CODE_RUN_FAILED",
+    "DUPLICATE_CALL_ID",
+    "EXECUTOR_BUSY",
+    "MALFORMED_CALL",
+    "CodeRunFailedError",
+    "ExecutorBusyError",
+    "ExecutorConfigError",
+]
 
 CODE_RUN_FAILED = "CODE_RUN_FAILED"
+EXECUTOR_BUSY = "EXECUTOR_BUSY"
+MALFORMED_CALL = "MALFORMED_CALL"
+DUPLICATE_CALL_ID = "DUPLICATE_CALL_ID"
 
 
 class CodeRunFailedError(ToolError):
@@ -35,6 +51,22 @@ class CodeRunFailedError(ToolError):
         if self.logs:
             text += "\nCaptured output:\n" + "\n".join(self.logs)
         super().__init__(text)
+
+
+class ExecutorBusyError(ToolError):
+    """No run slot for a program: the queue was full, or no slot came free in time.
+
+    The message is ``executor busy: <why>; try again later``, then the counts.
+    """
+
+    code = EXECUTOR_BUSY
+
+    def __init__(self, why: str, *, running: int, queued: int) -> None:
+        self.running = running
+        self.queued = queued
+        super().__init__(
+            f"executor busy: {why}; try again later ({running} programs running, {queued} waiting)"
+        )
 
 
 class ExecutorConfigError(ValueError):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -12,8 +12,10 @@ from typing import Any, Literal, TypeAlias
 
 import anyio
 import orjson
+from anyio.abc import TaskGroup
 
 from registry import (
+    ABORTED,
     UNKNOWN_TOOL,
     AbortSignal,
     ErrorInfo,
@@ -27,12 +29,14 @@ from registry import (
     ToolRunContext,
     text_block,
 )
-from runtime import Isolation, Limits, Runtime, get_runtime
+from runtime import Isolation, Limits, RunOutcome, Runtime, get_runtime
 from sdkgen import render_sdk
 
-from ._bridge import Bridge
-from ._events import DispatchLogHook, EventSink, call_event, emit, result_event
-from ._exceptions import CodeRunFailedError, ExecutorConfigError
+from ._bridge import Bridge, Settlement, SubCall
+from ._calls import ModelCall, PlannedCall, new_call_id, plan_batch
+from ._delivery import FLUSH_GRACE_SECONDS, EventDelivery
+from ._events import DispatchLogHook, EventSink, call_event, result_event
+from ._exceptions import CodeRunFailedError, ExecutorBusyError, ExecutorConfigError
 from ._render import render_run_result
 
 __all__ = ["CODE_ONLY_RULE", "RUN_CODE", "BatchResult", "CallResult", "CodeExecutor", "ModelCall"]
@@ -72,18 +76,22 @@ CODE_ONLY_RULE = (
     "Only `run_code` is callable directly. Every other tool is reachable only from inside a "
     '`run_code` program, as `await tools.<name>(args)` (or `tools["<name>"](args)`).'
 )
-# The isolation of the run a ``run_code`` call made, handed from the call's body
-# (which the pipeline may run in a task of its own) back to the call that reports it.
-_RUN_ISOLATION: ContextVar[list[Isolation] | None] = ContextVar("ptc_run_isolation", default=None)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ModelCall:
-    """One tool call as the model emitted it; ``arguments`` may be a JSON string."""
+@dataclass(slots=True)
+class _OuterCall:
+    """What one outer call's body hands back to the call that reports it.
 
-    call_id: str
-    name: str
-    arguments: Any = field(default_factory=dict)
+    The body may run in a task of the pipeline's own; it finds this through
+    :data:`_OUTER` (a task started for it copies the context).
+    """
+
+    settlement: Settlement
+    isolation: Isolation | None = None
+    abandoned: list[SubCall] = field(default_factory=list)
+
+
+_OUTER: ContextVar[_OuterCall | None] = ContextVar("ptc_outer_call", default=None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,6 +113,11 @@ class BatchResult:
 class CodeExecutor:
     """Mounts a registry behind ``run_code`` (and/or native calls) for an agent.
 
+    Use it as an async context manager (``async with CodeExecutor(...) as ex``):
+    the block keeps the runtime it creates warm, and it is where a sub-call that
+    will not stop goes on after its run stopped waiting for it (see
+    ``settle_grace``). Leaving the block waits for such sub-calls, then closes.
+
     Args:
         registry: the tools and their policy.
         runtime: ``"subprocess"`` (default), ``"pyodide"`` or a :class:`Runtime`.
@@ -117,8 +130,23 @@ class CodeExecutor:
         max_parallel_sub_calls: how many concurrency-safe sub-calls of one program
             may overlap (``1`` = serial).
         max_parallel_tool_calls: the same for a native batch's model calls.
+        max_concurrent_runs: how many programs may run at once.
+        max_queued_runs: how many more may wait for a run slot (in order); a
+            ``run_code`` call beyond that fails at once as ``EXECUTOR_BUSY``,
+            and so does one that waited its whole wall clock (the wait counts
+            against the run's ``Limits.timeout``).
+        settle_grace: seconds a run's sub-calls get to stop once the run ended
+            (its wall clock ran out, the program returned, the caller
+            cancelled). A sub-call still running then is abandoned: the run
+            stops waiting, says so in its message, and the sub-call goes on in
+            the executor's block until it ends, logged then. So ``run_code``
+            returns within its wall clock plus ``settle_grace`` plus 0.1 s for
+            the event sink (:data:`ptc._delivery.FLUSH_GRACE_SECONDS`).
+            Without the block, nothing is abandoned: the run waits.
         limits: the runtime limits of each program.
-        on_event: sink for ``tool/*`` event dicts (see ``ptc._events``).
+        on_event: sink for ``tool/*`` event dicts (see ``ptc._events``), called
+            in order from a delivery thread of the executor's own, never on the
+            event loop (see ``ptc._delivery``).
         dispatch_log: hook that may replace the *logged* content of a sub-call.
     """
 
@@ -131,18 +159,33 @@ class CodeExecutor:
         mode: Mode = "code",
         max_parallel_sub_calls: int = 10,
         max_parallel_tool_calls: int = 10,
+        max_concurrent_runs: int = 16,
+        max_queued_runs: int = 64,
+        settle_grace: float = 0.5,
         limits: Limits | None = None,
         on_event: EventSink | None = None,
         dispatch_log: DispatchLogHook | None = None,
     ) -> None:
         if mode not in ("native", "code", "both"):
             raise ExecutorConfigError(f"mode must be 'native', 'code' or 'both', got {mode!r}")
-        for label, value in (
-            ("max_parallel_sub_calls", max_parallel_sub_calls),
-            ("max_parallel_tool_calls", max_parallel_tool_calls),
+        for label, value, least in (
+            ("max_parallel_sub_calls", max_parallel_sub_calls, 1),
+            ("max_parallel_tool_calls", max_parallel_tool_calls, 1),
+            ("max_concurrent_runs", max_concurrent_runs, 1),
+            ("max_queued_runs", max_queued_runs, 0),
         ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ExecutorConfigError(f"{label} must be a positive integer, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                kind = "a positive" if least else "a non-negative"
+                raise ExecutorConfigError(f"{label} must be {kind} integer, got {value!r}")
+        if (
+            isinstance(settle_grace, bool)
+            or not isinstance(settle_grace, int | float)
+            or not math.isfinite(settle_grace)
+            or settle_grace < 0
+        ):
+            raise ExecutorConfigError(
+                f"settle_grace must be a non-negative number of seconds, got {settle_grace!r}"
+            )
         if not isinstance(runtime, str | Runtime):
             raise ExecutorConfigError(f"runtime must be a name or a Runtime, got {runtime!r}")
         if isolation not in (None, "strict", "best-effort"):
@@ -159,6 +202,9 @@ class CodeExecutor:
         self.mode: Mode = mode
         self.max_parallel_sub_calls = max_parallel_sub_calls
         self.max_parallel_tool_calls = max_parallel_tool_calls
+        self.max_concurrent_runs = max_concurrent_runs
+        self.max_queued_runs = max_queued_runs
+        self.settle_grace = float(settle_grace)
         self.limits = limits
         self.on_event = on_event
         self.dispatch_log = dispatch_log
@@ -166,6 +212,9 @@ class CodeExecutor:
         self._runtime: Runtime | None = runtime if isinstance(runtime, Runtime) else None
         self._owns_runtime = not isinstance(runtime, Runtime)
         self._entered_runtime: Runtime | None = None
+        self._task_group: TaskGroup | None = None
+        self._run_slots = anyio.CapacityLimiter(max_concurrent_runs)
+        self._delivery = EventDelivery()
         self._sdk_cache: dict[str | None, str] = {}
         self._dispose_watch = registry.on_change(self._sdk_cache.clear)
         self.transport = ToolDefinition(
@@ -226,17 +275,20 @@ class CodeExecutor:
         scope: str | None = None,
         signal: AbortSignal | None = None,
         *,
-        call_id: str = "run_code",
+        call_id: str | None = None,
     ) -> ToolResult:
-        """Run one program as an outer ``run_code`` call (through the pipeline)."""
+        """Run one program as an outer ``run_code`` call (through the pipeline).
+
+        ``call_id`` defaults to a fresh ``run_code-<12 hex digits>``, so the ids
+        of its events and sub-calls are unique across calls.
+        """
         self.registry.check_scope(scope)  # a caller's typo raises, before any event
-        return await self._outer(
-            ModelCall(
-                call_id=call_id, name=RUN_CODE, arguments={"code": code, "description": description}
-            ),
-            scope,
-            signal,
+        if call_id is None:
+            call_id = new_call_id(RUN_CODE)
+        call = ModelCall(
+            call_id=call_id, name=RUN_CODE, arguments={"code": code, "description": description}
         )
+        return await self._outer(PlannedCall(call=call, event_id=call_id), scope, signal)
 
     async def execute(
         self,
@@ -250,25 +302,26 @@ class CodeExecutor:
         Consecutive concurrency-safe calls overlap up to
         ``max_parallel_tool_calls``; any other call is a barrier that runs alone.
         Results come back in input order, with every call's additional contexts
-        after them in the same order.
+        after them in the same order. A malformed item or a repeated id is an
+        error result of its own (see ``ptc._calls``); the rest of the batch runs.
         """
         self.registry.check_scope(scope)  # a caller's typo raises, before any event
-        calls = [_as_model_call(item) for item in batch]
-        results: list[ToolResult | None] = [None] * len(calls)
+        planned = plan_batch(batch)
+        results: list[ToolResult | None] = [None] * len(planned)
         index = 0
-        while index < len(calls):
+        while index < len(planned):
             group = [index]
-            if self._mode_of(calls[index], scope) == "parallel":
+            if self._mode_of(planned[index], scope) == "parallel":
                 while (
-                    group[-1] + 1 < len(calls)
-                    and self._mode_of(calls[group[-1] + 1], scope) == "parallel"
+                    group[-1] + 1 < len(planned)
+                    and self._mode_of(planned[group[-1] + 1], scope) == "parallel"
                 ):
                     group.append(group[-1] + 1)
             limiter = anyio.CapacityLimiter(self.max_parallel_tool_calls)
 
             async def run_one(i: int, limiter: anyio.CapacityLimiter) -> None:
                 async with limiter:
-                    results[i] = await self._outer(calls[i], scope, signal)
+                    results[i] = await self._outer(planned[i], scope, signal)
 
             async with anyio.create_task_group() as tg:
                 for i in group:
@@ -277,40 +330,71 @@ class CodeExecutor:
         settled = [r for r in results if r is not None]
         return BatchResult(
             results=[
-                CallResult(call_id=c.call_id, result=r) for c, r in zip(calls, settled, strict=True)
+                CallResult(call_id=p.call.call_id, result=r)
+                for p, r in zip(planned, settled, strict=True)
             ],
             additional_contexts=[ctx for r in settled for ctx in r.additional_contexts],
         )
 
-    def _mode_of(self, call: ModelCall, scope: str | None) -> str:
-        if call.name == RUN_CODE or (self.mode == "code"):
+    def _mode_of(self, planned: PlannedCall, scope: str | None) -> str:
+        call = planned.call
+        if planned.failure is not None or call.name == RUN_CODE or self.mode == "code":
             return "exclusive"
         return self.registry.execution_mode(
             ToolCall(call_id=call.call_id, name=call.name, arguments=call.arguments, scope=scope)
         )
 
     async def _outer(
-        self, call: ModelCall, scope: str | None, signal: AbortSignal | None
+        self, planned: PlannedCall, scope: str | None, signal: AbortSignal | None
     ) -> ToolResult:
-        arguments = call.arguments
-        emit(self.on_event, call_event(call.call_id, call.name, arguments))
-        reported: list[Isolation] = []
-        token = _RUN_ISOLATION.set(reported)
+        """One outer call: exactly one ``tool/call`` and one ``tool/result``, whatever happens."""
+        call = planned.call
+        state = _OuterCall(settlement=Settlement(self.settle_grace))
+        self._publish(call_event(planned.event_id, call.name, call.arguments))
+        token = _OUTER.set(state)
         try:
-            result = await self._dispatch_outer(call, scope, signal)
-        finally:
-            _RUN_ISOLATION.reset(token)
-        event = result_event(call.call_id, call.name, result)
-        if reported:
-            # Metadata for the caller's logs; the model-facing content is unchanged.
-            isolation = reported[-1].to_json()
-            event["isolation"] = isolation
-            if result.meta is None or isinstance(result.meta, dict):
-                result = dataclasses.replace(
-                    result, meta={**(result.meta or {}), "isolation": isolation}
-                )
-        emit(self.on_event, event)
+            if planned.failure is not None:
+                result: ToolResult = planned.failure
+            else:
+                result = await self._dispatch_outer(call, scope, signal)
+        except BaseException as exc:
+            # Cancelled (or worse): the call still gets its result event, then
+            # the exception goes on.
+            _OUTER.reset(token)
+            ended = self._reported(_ended_by(exc, state), state)
+            sequence = self._publish(self._result_event(planned, ended, state))
+            with anyio.CancelScope(shield=True):
+                await self._delivery.flush(sequence, FLUSH_GRACE_SECONDS)
+            raise
+        _OUTER.reset(token)
+        result = self._reported(result, state)
+        sequence = self._publish(self._result_event(planned, result, state))
+        await self._delivery.flush(sequence, FLUSH_GRACE_SECONDS)
         return result
+
+    def _publish(self, event: dict[str, Any]) -> int:
+        sink = self.on_event
+        if sink is None:
+            return 0
+        return self._delivery.publish(sink, event)
+
+    def _reported(self, result: ToolResult, state: _OuterCall) -> ToolResult:
+        if state.isolation is not None and (result.meta is None or isinstance(result.meta, dict)):
+            # Metadata for the caller's logs; the model-facing content is unchanged.
+            result = dataclasses.replace(
+                result, meta={**(result.meta or {}), "isolation": state.isolation.to_json()}
+            )
+        return result
+
+    def _result_event(
+        self, planned: PlannedCall, result: ToolResult, state: _OuterCall
+    ) -> dict[str, Any]:
+        event = result_event(planned.event_id, planned.call.name, result)
+        if state.isolation is not None:
+            event["isolation"] = state.isolation.to_json()
+        if state.abandoned:
+            event["abandoned_sub_calls"] = [sub.sub_id for sub in state.abandoned]
+        return event
 
     async def _dispatch_outer(
         self, call: ModelCall, scope: str | None, signal: AbortSignal | None
@@ -337,39 +421,125 @@ class CodeExecutor:
             return await self.registry.execute(tool_call, transport=self.transport)
         return await self.registry.execute(tool_call)
 
+    # ------------------------------------------------------------------ the program
+
     async def _run_code_body(self, args: dict[str, Any], ctx: ToolRunContext) -> dict[str, Any]:
+        state = _OUTER.get()
+        if state is None:  # the transport run by someone else's call of the pipeline
+            state = _OuterCall(settlement=Settlement(self.settle_grace))
         runtime = await self._ensure_runtime()
-        names = [d.name for d in self.registry.definitions(ctx.scope)]
-        async with anyio.create_task_group() as tg:
-            bridge = Bridge(
-                registry=self.registry,
-                ctx=ctx,
-                task_group=tg,
-                max_parallel=self.max_parallel_sub_calls,
-                on_event=self.on_event,
-                dispatch_log=self.dispatch_log,
-            )
-            try:
-                outcome = await runtime.run(
-                    args["code"],
-                    tool_names=names,
-                    call_tool=bridge.call_tool,
-                    limits=self.limits,
-                    cancel=ctx.signal,
-                )
-            finally:
-                bridge.settle()
-        reported = _RUN_ISOLATION.get()
-        if reported is not None:
-            reported.append(outcome.isolation)
+        limits = self.limits
+        timeout = self._limits_of(runtime).timeout
+        borrower = object()
+        waited = await self._take_run_slot(borrower, timeout)
+        try:
+            if waited:
+                # The wait counts against the run's wall clock.
+                limits = dataclasses.replace(self._limits_of(runtime), timeout=timeout - waited)
+            outcome, bridge = await self._run_program(runtime, args["code"], ctx, limits, state)
+        finally:
+            self._run_slots.release_on_behalf_of(borrower)
         for context in bridge.deferred_contexts():
             ctx.defer_context(context)
         if not outcome.ok:
-            raise CodeRunFailedError(outcome.kind or "crashed", outcome.message, outcome.logs)
+            message = outcome.message
+            if waited and outcome.kind == "timeout":
+                message += (
+                    f" (its wall clock was {timeout:g}s; it waited {waited:.2f}s for a run slot)"
+                )
+            message += _abandoned_note(state.abandoned, self.settle_grace)
+            raise CodeRunFailedError(outcome.kind or "crashed", message, outcome.logs)
         value: dict[str, Any] = {"logs": list(outcome.logs)}
         if outcome.has_result:
             value["result"] = outcome.result
         return value
+
+    async def _take_run_slot(self, borrower: object, wall_clock: float) -> float:
+        """Take a run slot for ``borrower``; returns the seconds it waited for one.
+
+        Raises:
+            ExecutorBusyError: the queue is full, or no slot came free within ``wall_clock``.
+        """
+        slots = self._run_slots
+        try:
+            slots.acquire_on_behalf_of_nowait(borrower)
+            return 0.0
+        except anyio.WouldBlock:
+            pass
+        queued = slots.statistics().tasks_waiting
+        if queued >= self.max_queued_runs:
+            raise ExecutorBusyError(
+                f"all {self.max_concurrent_runs} run slots are taken and the queue of "
+                f"{self.max_queued_runs} is full",
+                running=slots.borrowed_tokens,
+                queued=queued,
+            )
+        start = anyio.current_time()
+        with anyio.move_on_after(wall_clock):
+            await slots.acquire_on_behalf_of(borrower)
+            waited = anyio.current_time() - start
+            if waited < wall_clock:
+                return max(waited, 1e-9)
+            slots.release_on_behalf_of(borrower)
+        raise ExecutorBusyError(
+            f"no run slot came free within the run's wall clock of {wall_clock:g}s",
+            running=slots.borrowed_tokens,
+            queued=slots.statistics().tasks_waiting,
+        )
+
+    async def _run_program(
+        self,
+        runtime: Runtime,
+        code: str,
+        ctx: ToolRunContext,
+        limits: Limits | None,
+        state: _OuterCall,
+    ) -> tuple[RunOutcome, Bridge]:
+        if self._task_group is not None:
+            return await self._run_bridged(runtime, code, ctx, limits, state, self._task_group)
+        # Without the executor's block there is nowhere for a sub-call to go on:
+        # the run's own task group waits for every one of them.
+        async with anyio.create_task_group() as tg:
+            ran = await self._run_bridged(runtime, code, ctx, limits, state, tg)
+        return ran
+
+    async def _run_bridged(
+        self,
+        runtime: Runtime,
+        code: str,
+        ctx: ToolRunContext,
+        limits: Limits | None,
+        state: _OuterCall,
+        task_group: TaskGroup,
+    ) -> tuple[RunOutcome, Bridge]:
+        bridge = Bridge(
+            registry=self.registry,
+            ctx=ctx,
+            task_group=task_group,
+            can_abandon=task_group is self._task_group,
+            settlement=state.settlement,
+            max_parallel=self.max_parallel_sub_calls,
+            publish=None if self.on_event is None else self._publish,
+            dispatch_log=self.dispatch_log,
+        )
+        try:
+            outcome = await runtime.run(
+                code,
+                tool_names=[d.name for d in self.registry.definitions(ctx.scope)],
+                call_tool=bridge.call_tool,
+                limits=limits,
+                cancel=ctx.signal,
+            )
+        finally:
+            bridge.settle()
+            state.abandoned.extend(await bridge.drain())
+        state.isolation = outcome.isolation
+        return outcome, bridge
+
+    def _limits_of(self, runtime: Runtime) -> Limits:
+        """The limits of this executor's runs (the runtime's own by default)."""
+        limits = self.limits if self.limits is not None else getattr(runtime, "limits", None)
+        return limits if isinstance(limits, Limits) else Limits()
 
     def _output_budget(self) -> int:
         """The output limit of this executor's runs (the runtime's own by default)."""
@@ -385,16 +555,21 @@ class CodeExecutor:
                 self._runtime = get_runtime(self._runtime_spec, isolation=self.isolation)
         return self._runtime
 
+    # ------------------------------------------------------------------ lifecycle
+
     async def aclose(self) -> None:
-        """Close the runtime if this executor created it."""
+        """Close the runtime if this executor created it, and deliver every event."""
         self._dispose_watch()
-        if self._runtime is not None and self._owns_runtime:
-            runtime, self._runtime = self._runtime, None
-            if runtime is self._entered_runtime:
-                self._entered_runtime = None
-                await runtime.__aexit__(None, None, None)
-            else:
-                await runtime.aclose()
+        try:
+            if self._runtime is not None and self._owns_runtime:
+                runtime, self._runtime = self._runtime, None
+                if runtime is self._entered_runtime:
+                    self._entered_runtime = None
+                    await runtime.__aexit__(None, None, None)
+                else:
+                    await runtime.aclose()
+        finally:
+            await self._delivery.aclose()
 
     async def __aenter__(self) -> CodeExecutor:
         # A runtime this executor creates is entered as a context manager for
@@ -404,10 +579,41 @@ class CodeExecutor:
             runtime = await self._ensure_runtime()
             await runtime.__aenter__()
             self._entered_runtime = runtime
+        # Where abandoned sub-calls go on (their tasks never raise).
+        task_group = anyio.create_task_group()
+        await task_group.__aenter__()
+        self._task_group = task_group
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
+        task_group, self._task_group = self._task_group, None
+        try:
+            if task_group is not None:
+                # Waits for sub-calls that were abandoned and have not ended yet.
+                await task_group.__aexit__(None, None, None)
+        finally:
+            await self.aclose()
+
+
+def _ended_by(exc: BaseException, state: _OuterCall) -> ToolFailure:
+    """The result of an outer call that an exception ended (its ``tool/result`` says so)."""
+    note = _abandoned_note(state.abandoned, state.settlement.grace)
+    if isinstance(exc, anyio.get_cancelled_exc_class()):
+        return ToolFailure.of(
+            "the call was cancelled" + note, ErrorInfo(name="AbortError", code=ABORTED)
+        )
+    return ToolFailure.of(f"the call ended with {type(exc).__name__}: {exc}{note}")
+
+
+def _abandoned_note(abandoned: Sequence[SubCall], grace: float) -> str:
+    if not abandoned:
+        return ""
+    calls = ", ".join(f"{sub.name} ({sub.sub_id})" for sub in abandoned)
+    if len(abandoned) == 1:
+        what, goes = "1 sub-call that", "it goes on and is logged when it ends"
+    else:
+        what, goes = f"{len(abandoned)} sub-calls that", "they go on and are logged when they end"
+    return f"; abandoned {what} did not stop within {grace:g}s of the run's end ({goes}): {calls}"
 
 
 def _render_run(value: dict[str, Any], budget: int) -> list[Any]:
@@ -422,21 +628,3 @@ def _render_run(value: dict[str, Any], budget: int) -> list[Any]:
     if type(result) in (dict, list) and 4 * len(text) > budget and len(text.encode()) > budget:
         text = "\n".join([*value["logs"], orjson.dumps(result).decode()])
     return [text_block(text)]
-
-
-def _as_model_call(item: ModelCall | Mapping[str, Any]) -> ModelCall:
-    if isinstance(item, ModelCall):
-        call_id: Any = item.call_id
-        name: Any = item.name
-        arguments: Any = item.arguments
-    else:
-        call_id = item.get("id", item.get("call_id"))
-        name = item.get("name")
-        arguments = item.get("arguments", item.get("input", {}))
-    if isinstance(arguments, str | bytes):
-        # Unparseable text stays a string: the pipeline rejects it as INVALID_ARGS.
-        with contextlib.suppress(orjson.JSONDecodeError):
-            arguments = orjson.loads(arguments) if arguments else {}
-    if not isinstance(call_id, str) or not isinstance(name, str):
-        raise ExecutorConfigError(f"a model call needs string 'id' and 'name', got {item!r}")
-    return ModelCall(call_id=call_id, name=name, arguments=arguments)

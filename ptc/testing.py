@@ -17,17 +17,11 @@ import anyio
 import orjson
 
 from runtime import CallTool, CancelSignal, Limits, RunOutcome, Runtime, ToolAnswer
+from runtime._program import ToolCallError as _ToolCallError  # the workers' own class
 
 __all__ = ["InProcessRuntime"]
 
 _FILENAME = "<program>"
-
-
-class _ToolCallError(Exception):
-    def __init__(self, tool_name: str, message: str) -> None:
-        super().__init__(f"{tool_name}: {message}")
-        self.tool_name = tool_name
-        self.message = message
 
 
 class _Tools:
@@ -111,7 +105,7 @@ class InProcessRuntime(Runtime):
             args = orjson.loads(orjson.dumps(args))
             answer: ToolAnswer = await call_tool(name, args)
             if not answer.ok:
-                raise _ToolCallError(name, answer.message)
+                raise _ToolCallError(name, answer.message, answer.code)
             return answer.value
 
         def program_print(

@@ -129,21 +129,23 @@ class Limits:
 class ToolAnswer:
     """The host's answer to one tool call from the program.
 
-    A success carries the tool's JSON value; a failure carries the message that
-    the program receives as ``ToolCallError(tool_name, message)``.
+    A success carries the tool's JSON value; a failure carries the message (and
+    the failure's stable code, if it has one) that the program receives as
+    ``ToolCallError(tool_name, message, code)``.
     """
 
     ok: bool
     value: Any = None
     message: str = ""
+    code: str | None = None
 
     @classmethod
     def success(cls, value: Any) -> ToolAnswer:
         return cls(ok=True, value=value)
 
     @classmethod
-    def failure(cls, message: str) -> ToolAnswer:
-        return cls(ok=False, message=message)
+    def failure(cls, message: str, code: str | None = None) -> ToolAnswer:
+        return cls(ok=False, message=message, code=code)
 
 
 #: ``async (tool_name, args) -> ToolAnswer``; may be awaited many times concurrently.

@@ -348,7 +348,7 @@ class _Run:
             if frame["ok"]:
                 future.set_result(frame["value"])
             else:
-                future.set_exception(ToolCallError(name, frame["message"]))
+                future.set_exception(ToolCallError(name, frame["message"], frame.get("code")))
 
     # -- the program ---------------------------------------------------------------
 

@@ -83,15 +83,43 @@ NOTHING = _Nothing()
 
 
 class ToolCallError(Exception):
-    """A tool call failed; ``tool_name`` and ``message`` say which and why."""
+    """A tool call failed: ``tool_name`` says which, ``message`` why, and ``code``
+    is the failure's stable code (``NOT_FOUND``, ``TOOL_TIMEOUT``, ``TOOL_DENIED``,
+    ...), or ``None`` when the failure has none, so a program can branch on it.
 
-    def __init__(self, tool_name: str, message: str) -> None:
-        super().__init__(tool_name, message)
+    ``str()`` names the tool once: ``<tool_name>: <message>``, or the message
+    alone when it already names the tool.
+    """
+
+    def __init__(self, tool_name: str, message: str, code: str | None = None) -> None:
+        super().__init__(tool_name, message, code)
         self.tool_name = tool_name
         self.message = message
+        self.code = code
 
     def __str__(self) -> str:
+        if names_tool(self.message, self.tool_name):
+            return self.message
         return f"{self.tool_name}: {self.message}"
+
+
+def names_tool(message: str, tool_name: str) -> bool:
+    """Whether ``message`` names ``tool_name`` as a word of its own (not inside another name)."""
+    if not tool_name:
+        return False
+    start = message.find(tool_name)
+    while start >= 0:
+        end = start + len(tool_name)
+        before = message[start - 1] if start else " "
+        after = message[end] if end < len(message) else " "
+        if not (_is_name_char(before) or _is_name_char(after)):
+            return True
+        start = message.find(tool_name, start + 1)
+    return False
+
+
+def _is_name_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
 
 
 # Shown to the program (and in its tracebacks) as a builtin name.

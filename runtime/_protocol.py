@@ -28,7 +28,7 @@ Host -> worker::
     <marshal bytes of the compiled program, or empty>  # a raw frame, only after
                                                       # a run frame with "compiled"
     {"type": "answer", "id": n, "ok": true, "value": json}
-    {"type": "answer", "id": n, "ok": false, "message": str}
+    {"type": "answer", "id": n, "ok": false, "message": str[, "code": str]}
 
 (Host -> worker is the trusted direction: the worker loads the code object the
 host compiled for it with this same interpreter.)

@@ -606,9 +606,15 @@ class _Session:
                     {"type": "answer", "id": call_id, "ok": True, "value": answer.value}
                 )
             else:
-                data = encode_frame(
-                    {"type": "answer", "id": call_id, "ok": False, "message": str(answer.message)}
-                )
+                failure: dict[str, Any] = {
+                    "type": "answer",
+                    "id": call_id,
+                    "ok": False,
+                    "message": str(answer.message),
+                }
+                if answer.code is not None:
+                    failure["code"] = str(answer.code)
+                data = encode_frame(failure)
         except (TypeError, orjson.JSONEncodeError) as exc:
             data = encode_frame(
                 {

@@ -4,7 +4,7 @@
 
 - Call tools as `await tools.name(args)` with one dict of arguments — subscript access for exotic names: `await tools["my-tool"](args)`. Every call returns the tool's typed canonical JSON value. Arguments must be plain JSON (dict, list, str, int, float, bool, None).
 - `await` works at the top level; do not call `asyncio.run()`. `tools` and `ToolCallError` already exist — do not import or define them.
-- A FAILED tool call raises `ToolCallError`, whose `tool_name` identifies the failed tool and whose `message` is human-readable — `try`/`except ToolCallError` to handle it and continue.
+- A FAILED tool call raises `ToolCallError`, whose `tool_name` identifies the failed tool, whose `message` is human-readable and whose `code` is the failure's stable code (`NOT_FOUND`, `TOOL_TIMEOUT`, `TOOL_DENIED`, …; `None` when it has none) — `try`/`except ToolCallError` to handle it and continue, branching on `e.code` when the failures need different handling.
 - Independent read-only calls MAY overlap under `asyncio.gather(...)` (`import asyncio`; safe calls run concurrently; mutating calls run alone, in submission order). Sequence dependent work with `await`.
 - Emit results with `return` and/or `print(...)`. ONLY what you print or return comes back to you — intermediate tool results never enter the conversation, so extract just what you need.
 
@@ -27,6 +27,7 @@ class ToolCallError(Exception):
 
     tool_name: str  # the tool that failed
     message: str  # what went wrong, human-readable
+    code: str | None  # the failure's stable code (NOT_FOUND, TOOL_TIMEOUT, TOOL_DENIED, ...), or None
 
 EchoArgs: TypeAlias = dict[str, JsonValue]
 

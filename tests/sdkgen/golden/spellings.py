@@ -14,6 +14,7 @@ class ToolCallError(Exception):
 
     tool_name: str  # the tool that failed
     message: str  # what went wrong, human-readable
+    code: str | None  # the failure's stable code (NOT_FOUND, TOOL_TIMEOUT, TOOL_DENIED, ...), or None
 
 class AnthropicToolArgs(TypedDict):
     city: str
