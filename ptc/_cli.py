@@ -163,14 +163,21 @@ def run_command(
     """Run a program against a tool set, as the model's run_code call would."""
     from ._run import RunOptions, run_program
 
+    if tools.endswith(".json"):
+        fail(
+            f"`ptc run` needs a registry whose tools it can call (path/to/file.py:attr or "
+            f"package.module:attr); {tools} is a file of tool schemas, which only `ptc sdk` reads"
+        )
     try:
         registry = load_registry(tools)
     except ToolSpecError as exc:
         fail(str(exc))
     try:
-        code = sys.stdin.read() if program == "-" else _read_text(program)
+        code = _program_text(program)
     except OSError as exc:
         fail(f"cannot read {program}: {exc.strerror or exc}")
+    except ValueError as exc:
+        fail(str(exc))
     options = RunOptions(
         scope=scope,
         runtime=runtime,
@@ -225,9 +232,28 @@ def runtime_install_command(
         fail(str(exc), code=1)
 
 
-def _read_text(path: str) -> str:
-    with open(path, encoding="utf-8") as handle:
-        return handle.read()
+def _program_text(program: str) -> str:
+    """The text of ``program`` (a path, or ``-`` for standard input).
+
+    Raises:
+        OSError: it cannot be read.
+        ValueError: it is not a program: binary, or not UTF-8 (one line for the user).
+    """
+    if program == "-":
+        data, name = sys.stdin.buffer.read(), "standard input"
+    else:
+        with open(program, "rb") as handle:
+            data, name = handle.read(), program
+    if b"\0" in data:
+        raise ValueError(f"{name} is a binary file (it holds NUL bytes), not a Python program")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        offset = exc.start + len(data) - len(exc.object)  # after a BOM, if there is one
+        raise ValueError(
+            f"{name} is not UTF-8 text (byte 0x{data[offset]:02x} at offset {offset}); "
+            "save the program as UTF-8"
+        ) from None
 
 
 def main() -> None:

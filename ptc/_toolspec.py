@@ -31,6 +31,11 @@ def load_registry(spec: str) -> ToolRegistry:
         raise ToolSpecError(
             f"bad tool spec {spec!r}: expected path/to/file.py:attr or package.module:attr"
         )
+    if target.endswith(".json"):
+        raise ToolSpecError(
+            f"{target} is a file of tool schemas, not a registry: name one as "
+            "path/to/file.py:attr or package.module:attr"
+        )
     module = _import(target)
     try:
         value: Any = module
