@@ -417,13 +417,16 @@ async def test_forged_frames_end_the_run_as_protocol(
 ) -> None:
     if both.lockdown:
         # No Deno.stdout: the program finds the worker's own frame writer
-        # (worker.js frames whatever text it is given) and forges through it.
+        # (worker.js frames whatever text it is given) and forges through it,
+        # through every run object the heap holds (not only the first found).
         text = repr(body.decode()) if body is not None else '"x" * (run.max_message + 1)'
         send = f"""
 import gc, sys
 boot = sys.modules["_ptc_bootstrap"]
-run = next(item for item in gc.get_objects() if isinstance(item, boot._Run))
-run._send({text})
+runs = [item for item in gc.get_objects() if isinstance(item, boot._Run)]
+assert runs
+for run in runs:
+    run._send({text})
 """
     else:
         raw = f"frame({body!r})" if body is not None else "b'\\xff\\xff\\xff\\xff'"
