@@ -10,6 +10,9 @@ Every event is a JSON-serializable ``dict`` with ``type``, ``id`` and ``time``
 - ``tool/ptc-dispatch``: that sub-call settled, exactly once (``parent_id``,
   ``name``, ``is_error``, ``content``, ``error``?, ``started``, ``duration``;
   ``abandoned: true`` when its run stopped waiting for it first).
+- ``tool/progress``: a running call (outer or sub-call) reported progress
+  (``name``, ``progress``, ``total``?, ``message``?; ``parent_id`` for a sub-call),
+  between its start and its settle event.
 
 Every outer call has exactly one ``tool/call`` and one ``tool/result``,
 whatever ends it (cancellation included), and every sub-call that started
@@ -35,11 +38,12 @@ __all__ = [
     "call_event",
     "dispatch_event",
     "dispatch_start_event",
+    "progress_event",
     "result_event",
 ]
 
 EventType: TypeAlias = Literal[
-    "tool/call", "tool/result", "tool/ptc-dispatch-start", "tool/ptc-dispatch"
+    "tool/call", "tool/result", "tool/ptc-dispatch-start", "tool/ptc-dispatch", "tool/progress"
 ]
 
 
@@ -112,6 +116,25 @@ def result_event(call_id: str, name: str, result: ToolResult) -> dict[str, Any]:
     }
     if result.error is not None:
         event["error"] = result.error.to_json()
+    return event
+
+
+def progress_event(
+    execution: ToolExecution, progress: float, total: float | None, message: str | None
+) -> dict[str, Any]:
+    event: dict[str, Any] = {
+        "type": "tool/progress",
+        "id": execution.call_id,
+        "name": execution.name,
+        "progress": progress,
+        "time": time.time(),
+    }
+    if execution.parent is not None:
+        event["parent_id"] = execution.root_call_id
+    if total is not None:
+        event["total"] = total
+    if message is not None:
+        event["message"] = message
     return event
 
 

@@ -6,7 +6,7 @@ import dataclasses
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -22,6 +22,7 @@ from registry import (
     JsonValue,
     ToolCall,
     ToolDefinition,
+    ToolExecution,
     ToolFailure,
     ToolOutput,
     ToolRegistry,
@@ -35,7 +36,7 @@ from sdkgen import render_sdk
 from ._bridge import Bridge, Settlement, SubCall
 from ._calls import ModelCall, PlannedCall, new_call_id, plan_batch
 from ._delivery import FLUSH_GRACE_SECONDS, EventDelivery
-from ._events import DispatchLogHook, EventSink, call_event, result_event
+from ._events import DispatchLogHook, EventSink, call_event, progress_event, result_event
 from ._exceptions import CodeRunFailedError, ExecutorBusyError, ExecutorConfigError
 from ._render import render_run_result
 
@@ -217,6 +218,8 @@ class CodeExecutor:
         self._delivery = EventDelivery()
         self._sdk_cache: dict[str | None, str] = {}
         self._dispose_watch = registry.on_change(self._sdk_cache.clear)
+        self._active_roots: dict[str, int] = {}  # outer call id -> calls running under it
+        self._dispose_progress = registry.on_progress(self._on_progress)
         self.transport = ToolDefinition(
             name=RUN_CODE,
             description=RUN_CODE_DESCRIPTION,
@@ -352,6 +355,25 @@ class CodeExecutor:
         state = _OuterCall(settlement=Settlement(self.settle_grace))
         self._publish(call_event(planned.event_id, call.name, call.arguments))
         token = _OUTER.set(state)
+        roots = self._active_roots
+        roots[call.call_id] = roots.get(call.call_id, 0) + 1
+        try:
+            return await self._settle_outer(planned, call, scope, signal, state, token)
+        finally:
+            if roots[call.call_id] == 1:
+                del roots[call.call_id]
+            else:
+                roots[call.call_id] -= 1
+
+    async def _settle_outer(
+        self,
+        planned: PlannedCall,
+        call: ModelCall,
+        scope: str | None,
+        signal: AbortSignal | None,
+        state: _OuterCall,
+        token: Token[_OuterCall | None],
+    ) -> ToolResult:
         try:
             if planned.failure is not None:
                 result: ToolResult = planned.failure
@@ -371,6 +393,13 @@ class CodeExecutor:
         sequence = self._publish(self._result_event(planned, result, state))
         await self._delivery.flush(sequence, FLUSH_GRACE_SECONDS)
         return result
+
+    def _on_progress(
+        self, execution: ToolExecution, progress: float, total: float | None, message: str | None
+    ) -> None:
+        """A progress report of a call this executor runs becomes a ``tool/progress`` event."""
+        if self.on_event is not None and execution.root_call_id in self._active_roots:
+            self._publish(progress_event(execution, progress, total, message))
 
     def _publish(self, event: dict[str, Any]) -> int:
         sink = self.on_event
@@ -560,6 +589,7 @@ class CodeExecutor:
     async def aclose(self) -> None:
         """Close the runtime if this executor created it, and deliver every event."""
         self._dispose_watch()
+        self._dispose_progress()
         try:
             if self._runtime is not None and self._owns_runtime:
                 runtime, self._runtime = self._runtime, None

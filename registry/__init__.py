@@ -49,6 +49,21 @@ from ._json import JsonValue as JsonValue
 from ._json import NotJsonError as NotJsonError
 from ._json import dumps_pretty as dumps_pretty
 from ._json import snapshot_json as snapshot_json
+from ._mcp import MCP_CONNECTION_CLOSED as MCP_CONNECTION_CLOSED
+from ._mcp import MCP_OUTPUT as MCP_OUTPUT
+from ._mcp import MCP_PROTOCOL_ERROR as MCP_PROTOCOL_ERROR
+from ._mcp import MCP_TIMEOUT as MCP_TIMEOUT
+from ._mcp import MCP_TOOL_ERROR as MCP_TOOL_ERROR
+from ._mcp import HttpServer as HttpServer
+from ._mcp import McpCallError as McpCallError
+from ._mcp import McpConfigError as McpConfigError
+from ._mcp import McpConnection as McpConnection
+from ._mcp import McpConnectionError as McpConnectionError
+from ._mcp import McpServers as McpServers
+from ._mcp import ServerSpec as ServerSpec
+from ._mcp import StdioServer as StdioServer
+from ._mcp import connect_mcp as connect_mcp
+from ._mcp import load_mcp_config as load_mcp_config
 from ._policy import Accept as Accept
 from ._policy import Allow as Allow
 from ._policy import Ask as Ask
@@ -58,6 +73,7 @@ from ._policy import Deny as Deny
 from ._policy import GuardDenial as GuardDenial
 from ._policy import PostDecision as PostDecision
 from ._policy import PreDecision as PreDecision
+from ._policy import ask_before_destructive as ask_before_destructive
 from ._registry import ToolRegistry as ToolRegistry
 from ._signal import AbortSignal as AbortSignal
 from ._timeout import timeout_wrapper as timeout_wrapper
@@ -67,12 +83,15 @@ from ._types import ErrorInfo as ErrorInfo
 from ._types import ExecutionMode as ExecutionMode
 from ._types import ExecutionToken as ExecutionToken
 from ._types import FailureDetail as FailureDetail
+from ._types import ProgressFn as ProgressFn
+from ._types import ToolAnnotations as ToolAnnotations
 from ._types import ToolCall as ToolCall
 from ._types import ToolDefinition as ToolDefinition
 from ._types import ToolExecution as ToolExecution
 from ._types import ToolFailure as ToolFailure
 from ._types import ToolOutput as ToolOutput
 from ._types import ToolResult as ToolResult
+from ._types import ToolReturn as ToolReturn
 from ._types import ToolRunContext as ToolRunContext
 from ._types import ToolSuccess as ToolSuccess
 from ._types import text_block as text_block
@@ -85,6 +104,11 @@ __all__ = [
     "APPROVAL_UNAVAILABLE",
     "INVALID_ARGS",
     "INVALID_TOOL_OUTPUT",
+    "MCP_CONNECTION_CLOSED",
+    "MCP_OUTPUT",
+    "MCP_PROTOCOL_ERROR",
+    "MCP_TIMEOUT",
+    "MCP_TOOL_ERROR",
     "TOOL_DENIED",
     "TOOL_TIMEOUT",
     "UNKNOWN_TOOL",
@@ -102,13 +126,23 @@ __all__ = [
     "ExecutionToken",
     "FailureDetail",
     "GuardDenial",
+    "HttpServer",
     "JsonValue",
+    "McpCallError",
+    "McpConfigError",
+    "McpConnection",
+    "McpConnectionError",
+    "McpServers",
     "NotJsonError",
     "PostDecision",
     "PreDecision",
+    "ProgressFn",
     "RegistrationError",
     "RegistryError",
     "RestrictionError",
+    "ServerSpec",
+    "StdioServer",
+    "ToolAnnotations",
     "ToolArgsError",
     "ToolCall",
     "ToolDefinition",
@@ -119,11 +153,15 @@ __all__ = [
     "ToolOutputError",
     "ToolRegistry",
     "ToolResult",
+    "ToolReturn",
     "ToolRunContext",
     "ToolSuccess",
     "UnknownScopeError",
+    "ask_before_destructive",
+    "connect_mcp",
     "define_tool",
     "dumps_pretty",
+    "load_mcp_config",
     "snapshot_json",
     "text_block",
     "timeout_wrapper",

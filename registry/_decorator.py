@@ -54,7 +54,7 @@ import jsonschema
 from ._docstring import Docstring, parse_docstring
 from ._exceptions import RegistrationError
 from ._json import NotJsonError, snapshot_json
-from ._types import RenderFn, ToolDefinition, ToolOutput, ToolRunContext
+from ._types import RenderFn, ToolAnnotations, ToolDefinition, ToolOutput, ToolRunContext
 from ._validation import compile_definition
 
 __all__ = ["ToolFunction", "define_tool"]
@@ -88,6 +88,7 @@ def define_tool(
     timeout: float | None = None,
     output_schema: Mapping[str, Any] | None = None,
     render: RenderFn | None = None,
+    annotations: ToolAnnotations | None = None,
 ) -> ToolDefinition:
     """Build a tool definition from a typed function.
 
@@ -102,6 +103,7 @@ def define_tool(
         timeout: passed through to the definition.
         output_schema: overrides the schema derived from the return annotation.
         render: passed through as ``ToolOutput.render``.
+        annotations: passed through to the definition (behaviour hints for policy).
 
     Returns:
         The definition, with schemas already checked by ``jsonschema``.
@@ -203,6 +205,7 @@ def define_tool(
         execute=_make_execute(fn, _is_async(fn, target), tuple(params), encode),
         concurrency_safe=concurrency_safe,
         timeout=timeout,
+        annotations=annotations,
     )
     # Fail here, not at a later register(); the reserved-name check stays with
     # register() so ptc may build its transport with this function too.

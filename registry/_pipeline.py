@@ -35,6 +35,7 @@ from ._types import (
     ToolExecution,
     ToolFailure,
     ToolResult,
+    ToolReturn,
     ToolRunContext,
     ToolSuccess,
     text_block,
@@ -457,6 +458,9 @@ def _replace(result: ToolResult, **changes: Any) -> ToolResult:
 def _normalize(run: _Run, value: Any) -> ToolResult:
     """Snapshot, validate and render a body's (or policy's) canonical value."""
     name = run.execution.name
+    given: object = None
+    if type(value) is ToolReturn:
+        value, given = value.value, value.content
     try:
         canonical = snapshot_json(value)
     except NotJsonError as exc:
@@ -474,7 +478,9 @@ def _normalize(run: _Run, value: Any) -> ToolResult:
         )
     output = run.compiled.definition.output
     try:
-        if output.render is None:
+        if given is not None:
+            content = _content(given)
+        elif output.render is None:
             content = [
                 text_block(canonical if isinstance(canonical, str) else dumps_pretty(canonical))
             ]

@@ -42,6 +42,7 @@ __all__ = [
     "PreExecuteFn",
     "ResultObserver",
     "WrapperFn",
+    "ask_before_destructive",
 ]
 
 
@@ -124,3 +125,23 @@ WrapperFn: TypeAlias = Callable[
 GuardFn: TypeAlias = Callable[[ToolExecution], "str | GuardDenial | None"]
 ApprovalFn: TypeAlias = Callable[[ToolExecution, "str | None"], Awaitable[Approval]]
 ResultObserver: TypeAlias = Callable[[ToolExecution, ToolResult], "Awaitable[None] | None"]
+
+
+async def ask_before_destructive(
+    execution: ToolExecution, call_next: Callable[[], Awaitable[PreDecision]]
+) -> PreDecision:
+    """A ready-made pre-execute listener: ask before a tool that may destroy data.
+
+    A tool whose :class:`ToolAnnotations` say it may destroy data (not read-only,
+    and not declared non-destructive: the MCP defaults) goes to the registry's
+    approval callback with a reason naming it; without a callback it is denied
+    as ``APPROVAL_UNAVAILABLE``. Tools without annotations, and everything the
+    next listeners decide, pass through. Install it with
+    ``registry.on_pre_execute(ask_before_destructive)``.
+    """
+    definition = execution.definition
+    annotations = None if definition is None else definition.annotations
+    if annotations is not None and annotations.may_destroy:
+        title = annotations.title or execution.name
+        return Ask(f"{title} may change or destroy data")
+    return await call_next()

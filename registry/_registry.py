@@ -22,7 +22,15 @@ from ._policy import (
 )
 from ._scopes import Layer, Listener, Restriction, next_key
 from ._timeout import timeout_wrapper
-from ._types import ExecutionMode, ToolCall, ToolDefinition, ToolResult
+from ._types import (
+    ExecutionMode,
+    ProgressFn,
+    ToolAnnotations,
+    ToolCall,
+    ToolDefinition,
+    ToolExecution,
+    ToolResult,
+)
 from ._validation import RESERVED_NAMES, CompiledTool, compile_definition, validate_name
 
 if TYPE_CHECKING:
@@ -89,6 +97,7 @@ class ToolRegistry:
         self._wrappers: list[Listener] = []
         self._post: list[Listener] = []
         self._observers: list[Listener] = []
+        self._progress: list[Listener] = []
         self._change: dict[int, Callable[[], None]] = {}
         self._version = 0
         self._views: dict[str | None, tuple[int, dict[str, CompiledTool]]] = {}
@@ -198,6 +207,7 @@ class ToolRegistry:
         scope: str | None = None,
         output_schema: dict[str, Any] | None = None,
         render: Any = None,
+        annotations: ToolAnnotations | None = None,
     ) -> Any:
         """Decorator: register a typed function as a tool (see :func:`define_tool`).
 
@@ -218,6 +228,7 @@ class ToolRegistry:
                     timeout=timeout,
                     output_schema=output_schema,
                     render=render,
+                    annotations=annotations,
                 ),
                 scope=scope,
             )
@@ -329,6 +340,30 @@ class ToolRegistry:
     def on_result(self, fn: ResultObserver, *, scope: str | None = None) -> Disposer:
         """Add an observer of final results; its failures are logged and ignored."""
         return self._add(self._observers, fn, scope)
+
+    def on_progress(self, fn: ProgressFn, *, scope: str | None = None) -> Disposer:
+        """Add a listener ``(execution, progress, total, message)`` of calls' progress reports.
+
+        A tool body reports through ``ctx.report_progress``; the listener runs
+        synchronously in the body's task (keep it short) and its failures are
+        logged and ignored.
+        """
+        return self._add(self._progress, fn, scope)
+
+    def _report_progress(
+        self, execution: ToolExecution, progress: float, total: float | None, message: str | None
+    ) -> None:
+        listeners = self._progress
+        if not listeners:
+            return
+        chain = set(self.scope_chain(execution.scope))
+        for entry in list(listeners):
+            if entry.scope is not None and entry.scope not in chain:
+                continue
+            try:
+                entry.fn(execution, progress, total, message)
+            except Exception:
+                logger.exception("a progress listener raised")
 
     def on_change(self, fn: Callable[[], None]) -> Disposer:
         """Call ``fn`` after every change of registrations, scopes or restrictions."""

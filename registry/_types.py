@@ -18,12 +18,15 @@ __all__ = [
     "ExecutionMode",
     "ExecutionToken",
     "FailureDetail",
+    "ProgressFn",
+    "ToolAnnotations",
     "ToolCall",
     "ToolDefinition",
     "ToolExecution",
     "ToolFailure",
     "ToolOutput",
     "ToolResult",
+    "ToolReturn",
     "ToolRunContext",
     "ToolSuccess",
 ]
@@ -93,6 +96,36 @@ class ToolOutput:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ToolAnnotations:
+    """What a tool says about its behaviour, for policy to read (MCP's tool annotations).
+
+    Every field is a hint, ``None`` when the tool did not say. The properties
+    apply the MCP defaults: a tool that does not say it is read-only may
+    change things, and one that may change things is destructive unless it
+    says it is not.
+
+    Attributes:
+        title: a human-readable title.
+        read_only: the tool changes nothing (``readOnlyHint``).
+        destructive: its changes may destroy data (``destructiveHint``).
+        idempotent: calling it again with the same arguments changes nothing more
+            (``idempotentHint``).
+        open_world: it reaches an open world, e.g. the web (``openWorldHint``).
+    """
+
+    title: str | None = None
+    read_only: bool | None = None
+    destructive: bool | None = None
+    idempotent: bool | None = None
+    open_world: bool | None = None
+
+    @property
+    def may_destroy(self) -> bool:
+        """Whether a call may destroy data, by the MCP defaults."""
+        return self.read_only is not True and self.destructive is not False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolDefinition:
     """A tool: model-facing schema, canonical output contract and body.
 
@@ -108,6 +141,7 @@ class ToolDefinition:
             the built-in timeout wrapper); never shown to the model.
         finalize_content: sync ``(execution, result) -> content | None`` run once for
             every result, last, to enforce a content-only invariant.
+        annotations: behaviour hints (read-only, destructive, ...) for policy.
     """
 
     name: str
@@ -120,6 +154,25 @@ class ToolDefinition:
     finalize_content: (
         Callable[[ToolExecution, ToolResult], Sequence[ContentBlock] | None] | None
     ) = None
+    annotations: ToolAnnotations | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolReturn:
+    """A body's return value with the content the model should see for it.
+
+    Returned by ``execute`` instead of a bare value, it replaces the output's
+    renderer for this call: ``value`` is still the canonical value (snapshotted
+    and validated against the output schema, what a program receives), and
+    ``content`` is what a direct call shows (images, resources and the like).
+    """
+
+    value: Any
+    content: Sequence[ContentBlock]
+
+
+#: ``(progress, total, message)``: one progress report of a running call.
+ProgressFn: TypeAlias = Callable[["ToolExecution", float, "float | None", "str | None"], None]
 
 
 # --------------------------------------------------------------------------- calls
@@ -239,6 +292,17 @@ class ToolRunContext:
     @property
     def token(self) -> ExecutionToken:
         return self.execution.token
+
+    def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Tell the registry's progress listeners how far this call has come.
+
+        ``progress`` should grow with every report; ``total`` is the value it
+        reaches at the end, when known. Listeners run synchronously and their
+        failures are logged, never raised here.
+        """
+        self.registry._report_progress(self.execution, progress, total, message)
 
     def defer_context(self, context: JsonValue) -> None:
         """Attach one context (e.g. a user message) to this call's final result.

@@ -18,7 +18,7 @@ from jsonschema_specifications import REGISTRY as SPECIFICATIONS  # type: ignore
 from ._exceptions import RegistrationError
 from ._fastcheck import Check, compile_fast_check
 from ._json import NotJsonError, snapshot_json
-from ._types import ToolDefinition
+from ._types import ToolAnnotations, ToolDefinition
 
 __all__ = ["CompiledTool", "compile_definition", "describe_violation", "validate_name"]
 
@@ -166,6 +166,9 @@ def compile_definition(definition: object, *, transport: bool = False) -> Compil
         raise RegistrationError(name, "concurrency_safe must be a bool or a callable")
     if definition.finalize_content is not None and not callable(definition.finalize_content):
         raise RegistrationError(name, "finalize_content must be callable")
+    annotations = definition.annotations
+    if annotations is not None and not isinstance(annotations, ToolAnnotations):
+        raise RegistrationError(name, "annotations must be a ToolAnnotations")
     return CompiledTool(definition=definition, parameters=parameters, output=output_validator)
 
 
