@@ -22,8 +22,9 @@ import ast
 import asyncio
 import io
 import itertools
+import keyword
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from types import CodeType, TracebackType
 from typing import Any, NoReturn, Protocol
 
@@ -42,8 +43,10 @@ __all__ = [
     "compile_program",
     "format_program_exception",
     "is_memory_error",
+    "is_namespace_part",
     "log_cost",
     "memory_message",
+    "namespace_of",
     "overflow_frames",
     "program_module",
     "syntax_message",
@@ -351,6 +354,32 @@ def is_memory_error(message: str) -> bool:
 # --------------------------------------------------------------------------- tools
 
 
+def namespace_of(name: str) -> tuple[str, str] | None:
+    """``(namespace, rest)`` of a namespaced tool name, or ``None`` for a plain one.
+
+    The naming rule (``sdkgen._naming`` states it again; the packages share no
+    code): the text before the FIRST ``"."`` is the namespace when it is a
+    non-empty ASCII identifier that is not a keyword and does not start with
+    ``"_"``; the rest is everything after that dot. Such a tool is reached as
+    ``tools.<namespace>.<rest>`` when the rest obeys the same rule, and always
+    as ``tools.<namespace>["<rest>"]`` and ``tools["<namespace>.<rest>"]``.
+    """
+    namespace, dot, rest = name.partition(".")
+    if dot and is_namespace_part(namespace):
+        return namespace, rest
+    return None
+
+
+def is_namespace_part(text: str) -> bool:
+    """Whether ``text`` can be a namespace, or a rest reached as an attribute."""
+    return (
+        text.isascii()
+        and text.isidentifier()
+        and not text.startswith("_")
+        and not keyword.iskeyword(text)
+    )
+
+
 class _Binding:
     __slots__ = ("_name", "_run")
 
@@ -371,22 +400,121 @@ class _Binding:
         return f"<tool {self._name!r}>"
 
 
-class Tools:
-    """The program's ``tools`` object: ``tools.name(...)`` or ``tools["any-name"](...)``."""
+class _Members:
+    """The access a namespace gives to its tools; ``_name`` is the namespace.
 
-    __slots__ = ("_bindings",)
+    Every public attribute name reaches a tool (the class defines none of its
+    own), so ``tools.git.status`` is ``tools.git["status"]``.
+    """
+
+    __slots__ = ()
+    _name: str
+    _members: dict[str, _Binding]
+
+    def _missing(self, rest: object) -> str:
+        prefix = self._name + "."
+        names = ", ".join(prefix + rest for rest in sorted(self._members))
+        wanted = repr(prefix + rest) if isinstance(rest, str) else repr(rest)
+        return f"no tool named {wanted} in namespace {self._name!r}; available tools: {names}"
+
+    def __getattr__(self, rest: str) -> _Binding:
+        try:
+            return self._members[rest]
+        except KeyError:
+            raise AttributeError(self._missing(rest)) from None
+
+    def __getitem__(self, rest: str) -> _Binding:
+        try:
+            return self._members[rest]
+        except (KeyError, TypeError):
+            raise KeyError(self._missing(rest)) from None
+
+    def __contains__(self, rest: object) -> bool:
+        return rest in self._members
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._members))
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+    def __dir__(self) -> list[str]:
+        return sorted(rest for rest in self._members if is_namespace_part(rest))
+
+
+class _Namespace(_Members):
+    """``tools.git``: the tools named ``git.<rest>``, by attribute or subscript."""
+
+    __slots__ = ("_members", "_name")
+
+    def __init__(self, name: str, members: dict[str, _Binding]) -> None:
+        self._name = name
+        self._members = members
+
+    def __repr__(self) -> str:
+        return f"<tools.{self._name}: {', '.join(sorted(self._members))}>"
+
+
+class _NamespaceBinding(_Binding, _Members):
+    """A tool named like a namespace: callable as that tool, and its namespace too."""
+
+    __slots__ = ("_members",)
+
+    def __init__(self, run: ProgramRun, name: str, members: dict[str, _Binding]) -> None:
+        super().__init__(run, name)
+        self._members = members
+
+    def __repr__(self) -> str:
+        return f"<tool {self._name!r} and tools.{self._name}: {', '.join(sorted(self._members))}>"
+
+
+def _namespaces(run: ProgramRun, bindings: dict[str, _Binding]) -> dict[str, _Binding | _Namespace]:
+    """What ``tools.<name>`` gives: every binding, plus a namespace per namespace.
+
+    A tool named like a namespace becomes a :class:`_NamespaceBinding`, in
+    ``bindings`` too, so ``tools.git`` and ``tools["git"]`` stay one object.
+    """
+    groups: dict[str, dict[str, _Binding]] = {}
+    for name, binding in bindings.items():
+        if "." in name:
+            split = namespace_of(name)
+            if split is not None:
+                groups.setdefault(split[0], {})[split[1]] = binding
+    attributes: dict[str, _Binding | _Namespace] = dict(bindings)
+    for namespace, members in groups.items():
+        if namespace in bindings:
+            bindings[namespace] = attributes[namespace] = _NamespaceBinding(run, namespace, members)
+        else:
+            attributes[namespace] = _Namespace(namespace, members)
+    return attributes
+
+
+class Tools:
+    """The program's ``tools`` object: ``tools.name(...)`` or ``tools["any-name"](...)``.
+
+    A tool named ``<namespace>.<rest>`` (see :func:`namespace_of`) is also
+    ``tools.<namespace>.<rest>(...)`` and ``tools.<namespace>["<rest>"](...)``.
+    ``in``, ``len`` and iteration count full tool names.
+    """
+
+    __slots__ = ("_attributes", "_bindings")
     _bindings: dict[str, _Binding]
+    _attributes: Mapping[str, _Binding | _Namespace]
 
     def __init__(self, run: ProgramRun, names: Iterator[str] | list[str]) -> None:
-        self._bindings = {name: _Binding(run, name) for name in names}
+        self._bindings = bindings = {name: _Binding(run, name) for name in names}
+        # Built once per run; without a dotted name, one dict serves both lookups.
+        self._attributes = (
+            _namespaces(run, bindings) if any("." in name for name in bindings) else bindings
+        )
 
     def _missing(self, name: object) -> str:
         names = ", ".join(sorted(self._bindings)) or "(none)"
         return f"no tool named {name!r}; available tools: {names}"
 
-    def __getattr__(self, name: str) -> _Binding:
+    def __getattr__(self, name: str) -> _Binding | _Namespace:
         try:
-            return self._bindings[name]
+            return self._attributes[name]
         except KeyError:
             raise AttributeError(self._missing(name)) from None
 
@@ -406,7 +534,7 @@ class Tools:
         return len(self._bindings)
 
     def __dir__(self) -> list[str]:
-        return sorted(name for name in self._bindings if name.isidentifier())
+        return sorted(name for name in self._attributes if name.isidentifier())
 
     def __repr__(self) -> str:
         return f"<tools: {', '.join(sorted(self._bindings))}>"

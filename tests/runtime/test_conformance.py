@@ -413,6 +413,64 @@ async def test_tools_object_lists_names(runtime: Runtime) -> None:
     assert outcome.result == [sorted(TOOL_NAMES), True, len(TOOL_NAMES)]
 
 
+NAMESPACED = ["git", "git.status", "git.log", "git.my-tool", "time.now", "echo", "_x.y"]
+
+
+async def _answer_name(name: str, args: Any) -> ToolAnswer:
+    return ToolAnswer.success([name, args])
+
+
+async def test_namespaced_tools(runtime: Runtime) -> None:
+    outcome = await runtime.run(
+        "import asyncio\n"
+        "a = await tools.git.status({'n': 1})\n"
+        "b = await tools.git['my-tool']({'n': 2})\n"
+        "c = await tools['time.now'](tz='UTC')\n"
+        "d = await tools.git({'n': 3})\n"  # a tool named like its namespace is both
+        "e = await tools['_x.y']()\n"
+        "gathered = await asyncio.gather(tools.time.now({}), tools.git.log({}), tools.echo({}))\n"
+        "return [a, b, c, d, e, gathered, list(tools), len(tools), dir(tools),\n"
+        "        list(tools.git), 'log' in tools.git, dir(tools.git), repr(tools.time)]",
+        tool_names=NAMESPACED,
+        call_tool=_answer_name,
+    )
+    assert outcome.ok, outcome.message
+    assert outcome.result == [
+        ["git.status", {"n": 1}],
+        ["git.my-tool", {"n": 2}],
+        ["time.now", {"tz": "UTC"}],
+        ["git", {"n": 3}],
+        ["_x.y", {}],
+        [["time.now", {}], ["git.log", {}], ["echo", {}]],
+        sorted(NAMESPACED),
+        len(NAMESPACED),
+        ["echo", "git", "time"],
+        ["log", "my-tool", "status"],
+        True,
+        ["log", "status"],
+        "<tools.time: now>",
+    ]
+    assert outcome.tool_calls == 8
+
+
+async def test_unknown_namespaced_tool(runtime: Runtime) -> None:
+    attribute = await runtime.run(
+        "await tools.time.later()", tool_names=NAMESPACED, call_tool=_answer_name
+    )
+    assert attribute.kind == "exception", attribute.message
+    assert (
+        "AttributeError: no tool named 'time.later' in namespace 'time'; "
+        "available tools: time.now" in attribute.message
+    )
+    subscript = await runtime.run(
+        "await tools.git['push']()", tool_names=NAMESPACED, call_tool=_answer_name
+    )
+    assert subscript.kind == "exception", subscript.message
+    assert "KeyError" in subscript.message
+    assert "git.log, git.my-tool, git.status" in subscript.message
+    assert attribute.tool_calls == subscript.tool_calls == 0
+
+
 async def test_non_json_tool_arguments(runtime: Runtime) -> None:
     tools = ToolBox()
     outcome = await run(
