@@ -2,7 +2,8 @@
 
 ``render_sdk`` turns the visible tool schemas into the ``tools:sdk`` section:
 named ``TypedDict`` s for every tool's arguments and output, a ``Tools`` protocol
-with one async method per tool (subscript access for exotic names), the
+with one async method per tool (a protocol per namespace, ``tools.git.status``,
+for tools named ``git.status``; subscript access for exotic names), the
 ``ToolCallError`` declaration and :data:`SDK_INSTRUCTIONS`. It never raises on a
 schema; whatever it cannot express degrades to ``Any``.
 """

@@ -7,7 +7,15 @@ import functools
 import keyword
 import re
 
-__all__ = ["RESERVED", "NameAllocator", "is_attribute_name", "is_field_identifier", "pascal"]
+__all__ = [
+    "RESERVED",
+    "NameAllocator",
+    "is_attribute_name",
+    "is_field_identifier",
+    "is_namespace_part",
+    "namespace_of",
+    "pascal",
+]
 
 #: Names the SDK text itself defines or imports; no generated name may take them.
 RESERVED = frozenset(
@@ -77,6 +85,35 @@ def is_attribute_name(name: str, taken: frozenset[str] | set[str]) -> bool:
     )
 
 
+def namespace_of(name: str) -> tuple[str, str] | None:
+    """``(namespace, rest)`` of a namespaced tool name, or ``None`` for a plain one.
+
+    The naming rule, which ``runtime._program`` implements for the program's
+    ``tools`` object (the packages share no code): the text before the FIRST
+    ``"."`` is the namespace when it is a non-empty ASCII identifier that is not
+    a keyword and does not start with ``"_"``; the rest is everything after that
+    dot. At run time such a tool is ``tools.<namespace>.<rest>`` when the rest
+    obeys the same rule, and always ``tools.<namespace>["<rest>"]`` and
+    ``tools["<namespace>.<rest>"]``. The SDK promises less
+    (:func:`is_attribute_name` for both parts): what it declares must also
+    type-check.
+    """
+    namespace, dot, rest = name.partition(".")
+    if dot and is_namespace_part(namespace):
+        return namespace, rest
+    return None
+
+
+def is_namespace_part(text: str) -> bool:
+    """Whether ``text`` can be a namespace (or, at run time, a rest reached as an attribute)."""
+    return (
+        text.isascii()
+        and text.isidentifier()
+        and not text.startswith("_")
+        and not keyword.iskeyword(text)
+    )
+
+
 class NameAllocator:
     """Hands out unique type names; a taken name gets the next free number."""
 
@@ -87,14 +124,18 @@ class NameAllocator:
         self._next: dict[str, int] = {}
         self.allocated: set[str] = set()
 
-    def allocate(self, wanted: str) -> str:
-        """Reserve and return ``wanted`` or ``wanted2``, ``wanted3``, ..."""
-        if wanted not in self._taken:
+    def allocate(self, wanted: str, avoid: frozenset[str] | set[str] = frozenset()) -> str:
+        """Reserve and return ``wanted`` or ``wanted2``, ``wanted3``, ...
+
+        ``avoid`` holds names that are not types but must not become one
+        either (the members of the class that will use the name).
+        """
+        if wanted not in self._taken and wanted not in avoid:
             self._taken.add(wanted)
             self.allocated.add(wanted)
             return wanted
         n = self._next.get(wanted, 2)
-        while f"{wanted}{n}" in self._taken:
+        while f"{wanted}{n}" in self._taken or f"{wanted}{n}" in avoid:
             n += 1
         self._next[wanted] = n + 1
         name = f"{wanted}{n}"

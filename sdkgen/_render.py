@@ -1,4 +1,4 @@
-"""The SDK text: header, ``JsonValue``, per-tool TypedDicts, ``Tools`` and ``tools``."""
+"""The SDK text: header, ``JsonValue``, per-tool TypedDicts, namespaces, ``Tools``, ``tools``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, TypedDict
 
-from ._naming import is_attribute_name, pascal
+from ._naming import is_attribute_name, namespace_of, pascal
 from ._schema import Definitions, SchemaRenderer
 from ._text import docstring, first_paragraph, py_str
 from ._tools import coerce_tool, iter_tools
@@ -22,7 +22,7 @@ SDK_INSTRUCTIONS = """\
 
 `run_code` takes two required arguments: `code` — the body of an async Python function — and `description`, a short summary of what the program does. Inside the program:
 
-- Call tools as `await tools.name(args)` with one dict of arguments — subscript access for exotic names: `await tools["my-tool"](args)`. Every call returns the tool's typed canonical JSON value. Arguments must be plain JSON (dict, list, str, int, float, bool, None).
+- Call tools as `await tools.name(args)` with one dict of arguments — subscript access for exotic names: `await tools["my-tool"](args)`. A namespaced tool such as `git.status` is `await tools.git.status(args)`. Every call returns the tool's typed canonical JSON value. Arguments must be plain JSON (dict, list, str, int, float, bool, None).
 - `await` works at the top level; do not call `asyncio.run()`. `tools` and `ToolCallError` already exist — do not import or define them.
 - A FAILED tool call raises `ToolCallError`, whose `tool_name` identifies the failed tool, whose `message` is human-readable and whose `code` is the failure's stable code (`NOT_FOUND`, `TOOL_TIMEOUT`, `TOOL_DENIED`, …; `None` when it has none) — `try`/`except ToolCallError` to handle it and continue, branching on `e.code` when the failures need different handling.
 - Independent read-only calls MAY overlap under `asyncio.gather(...)` (`import asyncio`; safe calls run concurrently; mutating calls run alone, in submission order). Sequence dependent work with `await`.
@@ -150,7 +150,9 @@ def render_sdk(schemas: Iterable[Any], *, instructions: bool = True) -> str:
     )
     parts.append(_IMPORTS)
     parts.extend(defs.blocks)
-    parts.append(_tools_class(tools, defs))
+    layout = _Layout(tools, defs)
+    parts.extend(_namespace_class(namespace) for namespace in layout.namespaces)
+    parts.append(_tools_class(layout))
     parts.append("tools: Tools\n")
     return "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
 
@@ -163,19 +165,87 @@ def _declare(defs: Definitions, schema: Any, name: str, base: str) -> None:
         defs.emit(name, f"{name}: TypeAlias = dict[str, Any]\n")
 
 
-def _tools_class(tools: list[_Tool], defs: Definitions) -> str:
-    taken = defs.allocator.taken
-    lines = [
-        "class Tools(Protocol):\n",
-        '    """Every tool: `await tools.name(args)`; exotic names: `await tools["name"](args)`."""\n',
-    ]
-    exotic = [tool for tool in tools if not is_attribute_name(tool.name, taken)]
-    for tool in tools:
-        if is_attribute_name(tool.name, taken):
-            lines.append(
-                f"\n    async def {tool.name}(self, args: {tool.args}) -> {tool.result}:\n"
+class _Namespace:
+    """One ``<Namespace>Tools`` protocol: the tools reached as ``tools.<name>.<rest>``."""
+
+    __slots__ = ("class_name", "members", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.class_name = ""
+        self.members: list[tuple[str, _Tool]] = []  # (rest, tool), in name order
+
+
+class _Layout:
+    """Where each tool is declared: a ``Tools`` method, a namespace's method or a subscript.
+
+    A namespace (``namespace_of``) gets a protocol, and ``Tools`` an attribute
+    typed by it, when its name can be a ``Tools`` attribute (see
+    ``is_attribute_name``), no tool has that name (at run time such a tool is
+    callable and a namespace at once, which the SDK does not try to say; its
+    namespace's tools are declared by full name instead), and at least one of
+    its rests is an attribute name too. Every other tool of the namespace is
+    declared by full name. Every tool is declared exactly once.
+    """
+
+    __slots__ = ("exotic", "methods", "namespaces")
+
+    def __init__(self, tools: list[_Tool], defs: Definitions) -> None:
+        taken = frozenset(defs.allocator.taken)
+        names = {tool.name for tool in tools}
+        self.methods: list[_Tool] = []
+        self.exotic: list[_Tool] = []
+        groups: dict[str, _Namespace] = {}
+        for tool in tools:  # name order, so each list is in name order too
+            if is_attribute_name(tool.name, taken):
+                self.methods.append(tool)
+                continue
+            split = namespace_of(tool.name)
+            if (
+                split is not None
+                and split[0] not in names
+                and is_attribute_name(split[0], taken)
+                and is_attribute_name(split[1], taken)
+            ):
+                group = groups.get(split[0])
+                if group is None:
+                    group = groups[split[0]] = _Namespace(split[0])
+                group.members.append((split[1], tool))
+            else:
+                self.exotic.append(tool)
+        self.namespaces = [groups[name] for name in sorted(groups)]
+        # Types named like a member of ``Tools`` would be shadowed in its body.
+        members = {tool.name for tool in self.methods} | set(groups)
+        for namespace in self.namespaces:
+            namespace.class_name = defs.allocator.allocate(
+                pascal(namespace.name, "Tool") + "Tools", members
             )
-            lines.append(_body(tool.description))
+
+
+def _namespace_class(namespace: _Namespace) -> str:
+    name = namespace.name
+    lines = [
+        f"class {namespace.class_name}(Protocol):\n",
+        f'    """Tools of `{name}`: `await tools.{name}.name(args)`."""\n',
+    ]
+    for rest, tool in namespace.members:
+        lines.append(f"\n{_METHOD_PREFIX}{rest}(self, args: {tool.args}) -> {tool.result}:\n")
+        lines.append(_body(tool.description))
+    return "".join(lines)
+
+
+def _tools_class(layout: _Layout) -> str:
+    summary = 'Every tool: `await tools.name(args)`; exotic names: `await tools["name"](args)`'
+    if layout.namespaces:
+        summary += "; namespaced tools: `await tools.namespace.name(args)`"
+    lines = ["class Tools(Protocol):\n", f'    """{summary}."""\n']
+    if layout.namespaces:
+        lines.append("\n")
+        lines.extend(f"    {ns.name}: {ns.class_name}\n" for ns in layout.namespaces)
+    for tool in layout.methods:
+        lines.append(f"\n{_METHOD_PREFIX}{tool.name}(self, args: {tool.args}) -> {tool.result}:\n")
+        lines.append(_body(tool.description))
+    exotic = layout.exotic
     for tool in exotic:
         lines.append("\n")
         if len(exotic) > 1:

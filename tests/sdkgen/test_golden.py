@@ -48,12 +48,43 @@ from sdk import Tools
 
 async def main(tools: Tools) -> None:
     a = await tools["my-tool"]({"x": 1})
-    b = await tools["math.factorial"]({"x": 5})
+    b = await tools.math.factorial({"x": 5})
     c = await tools["class"]({"x": 2})
     d = await tools["café"]({"x": 3})
     e = await tools.my_tool({"x": 4})
     f = await tools["new\\nline"]({"x": 6})
     print(a, b, c, d, e, f)
+""",
+    "namespaces": """
+from __future__ import annotations
+
+import asyncio
+
+from sdk import GitStatusArgs, GitStatusResult, GitTools2, Tools
+
+
+async def main(tools: Tools) -> None:
+    args: GitStatusArgs = {"repo_path": "."}
+    status: GitStatusResult = await tools.git.status(args)
+    git: GitTools2 = tools.git
+    log, now, current = await asyncio.gather(
+        git.log({"repo_path": ".", "max_count": 3}),
+        tools.time.now({}),
+        tools.time.get_current_time({"timezone": "UTC"}),
+    )
+    a = await tools.my_ns.a({})
+    b = await tools.myNs.b({})
+    tiny = await tools["everything.get-tiny-image"]({})
+    mine = await tools["git.my-tool"]({})
+    value = await tools["git.JsonValue"]({})
+    dotted = await tools["git.a.b"]({})
+    memory = await tools.memory({})
+    read = await tools["memory.read"]({"key": "k"})
+    listed = await tools["list.x"]({})
+    reserved = await tools["Tools.x"]({})
+    plain = await tools.GitTools({})
+    print(status["clean"], log, now, current, a, b, tiny, mine, value, dotted)
+    print(memory, read, listed, reserved, plain, await tools.echo({"text": "hi"}))
 """,
     "refs": """
 from __future__ import annotations
@@ -102,6 +133,18 @@ BAD_PROGRAMS = {
     "exotic_as_attribute": "await tools['get_user']({'login': 'a'})",
 }
 
+# The same against the namespaced golden SDK: what the SDK does not promise is rejected.
+BAD_NAMESPACED_PROGRAMS = {
+    "unknown_namespaced_tool": "await tools.git.push({'repo_path': '.'})",
+    "namespaced_wrong_type": "await tools.git.status({'repo_path': 1})",
+    "namespaced_missing_required": "await tools.git.log({'max_count': 2})",
+    "exotic_rest_as_attribute": "await tools.everything.get_tiny_image({})",
+    "colliding_namespace_as_attribute": "await tools.memory.read({'key': 'k'})",
+    "builtin_namespace_as_attribute": "await tools.list.x({})",
+    "namespaced_by_rest_alone": "await tools['status']({'repo_path': '.'})",
+    "unknown_namespace": "await tools.github.get_me({})",
+}
+
 
 def _render_case(case: str) -> str:
     schemas = json.loads((GOLDEN_DIR / f"{case}.json").read_text(encoding="utf-8"))
@@ -142,9 +185,17 @@ def test_goldens_typecheck_and_reject_misuse(tmp_path: Path) -> None:
             encoding="utf-8",
         )
         files += [f"sdk_{case}.py", f"program_{case}.py"]
-    bad = "from __future__ import annotations\n\nfrom sdk_basic import Tools\n" + "".join(
-        f"\n\nasync def {name}(tools: Tools) -> None:\n    {line}\n"
-        for name, line in BAD_PROGRAMS.items()
+    bad = (
+        "from __future__ import annotations\n\nfrom sdk_basic import Tools\n"
+        "from sdk_namespaces import Tools as NamespacedTools\n"
+        + "".join(
+            f"\n\nasync def {name}(tools: Tools) -> None:\n    {line}\n"
+            for name, line in BAD_PROGRAMS.items()
+        )
+        + "".join(
+            f"\n\nasync def {name}(tools: NamespacedTools) -> None:\n    {line}\n"
+            for name, line in BAD_NAMESPACED_PROGRAMS.items()
+        )
     )
     (tmp_path / "bad.py").write_text(bad, encoding="utf-8")
     files.append("bad.py")
@@ -171,4 +222,7 @@ def test_goldens_typecheck_and_reject_misuse(tmp_path: Path) -> None:
     lines = bad.splitlines()
     for name in BAD_PROGRAMS:
         lineno = lines.index(f"async def {name}(tools: Tools) -> None:") + 2
+        assert any(e.startswith(f"bad.py:{lineno}: error") for e in errors), (name, result.stdout)
+    for name in BAD_NAMESPACED_PROGRAMS:
+        lineno = lines.index(f"async def {name}(tools: NamespacedTools) -> None:") + 2
         assert any(e.startswith(f"bad.py:{lineno}: error") for e in errors), (name, result.stdout)

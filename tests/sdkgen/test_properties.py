@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sdkgen import json_schema_to_py, render_sdk, sdk_stats
+from sdkgen._tools import coerce_tool
 
 KEYWORDS = [
     "type", "properties", "required", "items", "prefixItems", "enum", "const", "oneOf", "anyOf",
@@ -71,8 +72,15 @@ schemas = st.recursive(
     _schema_dict,
     max_leaves=12,
 )
+# Namespaced names and every kind of collision they can have.
+NAMESPACED_NAMES = [
+    "git", "git.status", "git.log", "git.my-tool", "git.a.b", "git.", "git.JsonValue", "git.list",
+    "GitTools", "GitStatusArgs", "t.x", "T.x", "Tools.x", "list.x", "_p.x", "class.x", "é.x",
+    "my_ns.a", "myNs.a", "MyNsTools", "time.now", "time.Tools",
+]  # fmt: skip
 tool_names = (
     st.sampled_from(["t", "my-tool", "class", "print", "T", "a.b", "", "é", "Tools", "JsonValue"])
+    | st.sampled_from(NAMESPACED_NAMES)
     | texts
 )
 tools = st.fixed_dictionaries(
@@ -91,7 +99,8 @@ def test_render_sdk_never_raises_and_always_compiles(
     exec(compile(text, "<sdk>", "exec"), namespace)  # valid Python that also runs
     assert "Tools" in namespace
     text.encode("utf-8")
-    assert sdk_stats(text)["tools"] <= len(entries)
+    valid = {tool["name"] for tool in map(coerce_tool, entries) if not isinstance(tool, str)}
+    assert sdk_stats(text)["tools"] == len(valid)  # every tool declared exactly once
     shuffled = list(entries)
     rnd.shuffle(shuffled)
     assert render_sdk(shuffled) == text
@@ -114,6 +123,10 @@ def test_random_sdks_pass_mypy_strict(tmp_path: Path) -> None:
         texts.append(render_sdk(entries, instructions=False))
 
     collect()
+    rng = random.Random(5)
+    for size in (2, 4, 8, len(NAMESPACED_NAMES)):  # namespaced sets: collisions on purpose
+        names = rng.sample(NAMESPACED_NAMES, size)
+        texts.append(render_sdk([{"name": name} for name in names], instructions=False))
     files = []
     for i, text in enumerate(dict.fromkeys(texts)):
         (tmp_path / f"sdk_{i}.py").write_text(text, encoding="utf-8")

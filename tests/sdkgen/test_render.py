@@ -30,6 +30,10 @@ def _tools_class(text: str) -> ast.ClassDef:
     raise AssertionError("no Tools class")
 
 
+def _classes(text: str) -> list[ast.ClassDef]:
+    return [node for node in _module(text).body if isinstance(node, ast.ClassDef)]
+
+
 def _method_docs(text: str) -> dict[str, str | None]:
     """Method (or ``__getitem__`` literal) name -> its docstring."""
     docs: dict[str, str | None] = {}
@@ -51,7 +55,8 @@ def test_instructions_are_the_module_docstring() -> None:
     assert ast.get_docstring(_module(with_text), clean=False) == SDK_INSTRUCTIONS + "\n"
     assert ast.get_docstring(_module(without)) is None
     assert with_text.endswith(without)
-    for phrase in ("asyncio.gather", "ToolCallError", "print(", "return", 'tools["my-tool"]'):
+    phrases = ("asyncio.gather", "ToolCallError", "print(", "return", 'tools["my-tool"]')
+    for phrase in (*phrases, "`await tools.git.status(args)`"):
         assert phrase in SDK_INSTRUCTIONS
 
 
@@ -78,7 +83,13 @@ def test_tools_are_in_lexicographic_order() -> None:
     "name",
     [
         "my-tool",
-        "math.factorial",
+        "math.my-tool",  # a namespace with no attribute rest
+        "math.list",
+        "_math.factorial",  # not namespaces: private, keyword, non-ASCII, empty, builtin
+        "class.factorial",
+        "café.factorial",
+        ".factorial",
+        "list.factorial",
         "class",
         "None",
         "print",
@@ -97,6 +108,7 @@ def test_exotic_names_are_reached_by_subscript(name: str) -> None:
     assert docs["plain"] == "Plain."
     methods = {n.name for n in _tools_class(text).body if isinstance(n, ast.AsyncFunctionDef)}
     assert methods == {"plain"}
+    assert [c.name for c in _classes(text) if c.name.endswith("Tools")] == ["Tools"]
 
 
 def test_names_that_pascal_case_alike_get_distinct_types() -> None:
@@ -287,3 +299,145 @@ def test_sdk_stats_counts_methods_and_subscript_tools() -> None:
     text = render_sdk([_tool("a"), _tool("b-c"), _tool("d.e")])
     stats = sdk_stats(text)
     assert stats == {"chars": len(text), "approx_tokens": (len(text) + 3) // 4, "tools": 3}
+
+
+# --------------------------------------------------------------------------- namespaces
+
+
+def _members(text: str, class_name: str) -> list[str]:
+    """A class's attributes and methods in order (``__getitem__`` as its literal)."""
+    for node in _classes(text):
+        if node.name == class_name:
+            break
+    else:
+        raise AssertionError(f"no class {class_name}")
+    names: list[str] = []
+    for item in node.body:
+        if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+            names.append(f"{item.target.id}: {ast.unparse(item.annotation)}")
+        elif isinstance(item, ast.AsyncFunctionDef):
+            names.append(item.name)
+        elif isinstance(item, ast.FunctionDef):
+            literal = item.args.args[1].annotation
+            assert isinstance(literal, ast.Subscript) and isinstance(literal.slice, ast.Constant)
+            names.append(f"[{literal.slice.value!r}]")
+    return names
+
+
+NAMESPACED = [
+    _tool("git.status", "Working tree status.", repo_path={"type": "string"}),
+    _tool("git.log", "Commit log."),
+    _tool("git.my-tool", "Exotic rest."),
+    _tool("time.get_current_time", "Current time."),
+    _tool("everything.get-tiny-image", "Only an exotic rest."),
+    _tool("echo", "Plain."),
+]
+
+
+def test_namespaced_tools_get_one_protocol_per_namespace() -> None:
+    text = render_sdk(NAMESPACED, instructions=False)
+    assert (
+        "class GitTools(Protocol):\n"
+        '    """Tools of `git`: `await tools.git.name(args)`."""\n'
+        "\n"
+        "    async def log(self, args: GitLogArgs) -> JsonValue:\n"
+        '        """Commit log."""\n'
+        "\n"
+        "    async def status(self, args: GitStatusArgs) -> JsonValue:\n"
+        '        """Working tree status."""\n'
+    ) in text
+    assert "class TimeTools(Protocol):\n" in text
+    assert [c.name for c in _classes(text)][-3:] == ["GitTools", "TimeTools", "Tools"]
+    assert _members(text, "Tools") == [
+        "git: GitTools",
+        "time: TimeTools",
+        "echo",
+        "['everything.get-tiny-image']",
+        "['git.my-tool']",
+    ]
+    assert _members(text, "TimeTools") == ["get_current_time"]
+    assert (
+        '    """Every tool: `await tools.name(args)`; exotic names: `await tools["name"](args)`; '
+        'namespaced tools: `await tools.namespace.name(args)`."""\n'
+    ) in text
+    assert 'usage: await tools["git.my-tool"](args)' in text
+    assert sdk_stats(text)["tools"] == len(NAMESPACED)
+    exec(compile(text, "<sdk>", "exec"), {})
+
+
+def test_namespaced_output_is_independent_of_input_order_and_duplicates() -> None:
+    tools = [*NAMESPACED, _tool("git"), _tool("a.b"), _tool("a_.c"), _tool("A.d"), _tool("a.b.c")]
+    twin = _tool("git.log", "Another log.", n={"type": "integer"})
+    expected = render_sdk([*tools, twin])
+    rng = random.Random(11)
+    for _ in range(20):
+        shuffled = [*tools, twin]
+        rng.shuffle(shuffled)
+        assert render_sdk(shuffled) == expected
+    assert sdk_stats(expected)["tools"] == len(tools)
+    assert "1 malformed or duplicate entries left out" in expected
+
+
+def test_without_namespaces_the_tools_docstring_does_not_mention_them() -> None:
+    text = render_sdk([_tool("a"), _tool("b-c"), _tool("_x.y"), _tool("ns.my-tool")])
+    assert "namespaced tools:" not in text
+    assert [c.name for c in _classes(text) if c.name.endswith("Tools")] == ["Tools"]
+
+
+def test_a_namespace_colliding_with_a_tool_is_reached_by_full_names() -> None:
+    # At run time `tools.git` is then the tool `git` and its namespace at once;
+    # the SDK declares the tool and promises only `tools["git.status"]`.
+    text = render_sdk([_tool("git"), _tool("git.status"), _tool("time.now")])
+    assert _members(text, "Tools") == ["time: TimeTools", "git", "['git.status']"]
+    assert "GitTools" not in text
+
+
+@pytest.mark.parametrize("namespace", ["list", "print", "Tools", "JsonValue", "overload", "Any"])
+def test_a_reserved_or_builtin_namespace_is_reached_by_full_names(namespace: str) -> None:
+    text = render_sdk([_tool(f"{namespace}.x"), _tool("ok.x")])
+    assert _members(text, "Tools") == ["ok: OkTools", f"[{namespace + '.x'!r}]"]
+
+
+def test_a_namespace_named_like_a_type_is_reached_by_full_names() -> None:
+    # `GitStatusArgs` is a type of this SDK: an attribute of that name would shadow it.
+    text = render_sdk([_tool("git.status"), _tool("GitStatusArgs.x")])
+    assert _members(text, "Tools") == ["git: GitTools", "['GitStatusArgs.x']"]
+
+
+@pytest.mark.parametrize("rest", ["JsonValue", "GitLogArgs", "list", "print", "_x", "a.b", ""])
+def test_a_rest_that_is_no_attribute_name_is_reached_by_full_name(rest: str) -> None:
+    text = render_sdk([_tool("git.log"), _tool(f"git.{rest}")])
+    assert _members(text, "GitTools") == ["log"]
+    assert _members(text, "Tools") == ["git: GitTools", f"[{'git.' + rest!r}]"]
+
+
+def test_namespace_class_names_never_collide() -> None:
+    type_named_git_tools = {  # the tool `Git` declares the type `GitTools`
+        "type": "object",
+        "properties": {"t": {"$ref": "#/$defs/Tools"}},
+        "$defs": {"Tools": {"type": "object", "properties": {"x": {"type": "integer"}}}},
+    }
+    text = render_sdk(
+        [
+            {"name": "Git", "description": "", "parameters": type_named_git_tools},
+            _tool("git.a"),
+            _tool("MyNsTools"),  # a Tools method of that name would shadow the class
+            _tool("my_ns.b"),
+            _tool("myNs.c"),
+        ],
+        instructions=False,
+    )
+    names = [c.name for c in _classes(text)]
+    assert len(names) == len(set(names))
+    assert "class GitTools(TypedDict):" in text
+    assert _members(text, "Tools") == [
+        "git: GitTools2",
+        "myNs: MyNsTools2",
+        "my_ns: MyNsTools3",
+        "Git",
+        "MyNsTools",
+    ]
+    assert _members(text, "GitTools2") == ["a"]
+    assert _members(text, "MyNsTools2") == ["c"]
+    assert _members(text, "MyNsTools3") == ["b"]
+    exec(compile(text, "<sdk>", "exec"), {})

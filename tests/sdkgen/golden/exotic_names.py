@@ -67,8 +67,16 @@ class PrintArgs(TypedDict):
 class ToolQuoteSlashArgs(TypedDict):
     x: int
 
+class MathTools(Protocol):
+    """Tools of `math`: `await tools.math.name(args)`."""
+
+    async def factorial(self, args: MathFactorialArgs) -> JsonValue:
+        """The math.factorial tool."""
+
 class Tools(Protocol):
-    """Every tool: `await tools.name(args)`; exotic names: `await tools["name"](args)`."""
+    """Every tool: `await tools.name(args)`; exotic names: `await tools["name"](args)`; namespaced tools: `await tools.namespace.name(args)`."""
+
+    math: MathTools
 
     async def MyTool(self, args: MyToolArgs) -> JsonValue:
         """The MyTool tool."""
@@ -123,11 +131,6 @@ class Tools(Protocol):
     def __getitem__(self, name: Literal["list"]) -> Callable[[ListArgs], Awaitable[JsonValue]]:
         # usage: await tools["list"](args)
         """The list tool."""
-
-    @overload
-    def __getitem__(self, name: Literal["math.factorial"]) -> Callable[[MathFactorialArgs], Awaitable[JsonValue]]:
-        # usage: await tools["math.factorial"](args)
-        """The math.factorial tool."""
 
     @overload
     def __getitem__(self, name: Literal["my-tool"]) -> Callable[[MyTool2Args], Awaitable[JsonValue]]:
