@@ -822,6 +822,7 @@ async def connect_mcp(
         for name, spec in servers.items()
     }
     failures: list[McpConnectionError] = []
+    raised: Exception | None = None
     async with anyio.create_task_group() as owners:
 
         async def start(connection: McpConnection) -> None:
@@ -833,14 +834,22 @@ async def connect_mcp(
         async with anyio.create_task_group() as starting:
             for connection in connections.values():
                 starting.start_soon(start, connection)
-        try:
-            if failures:
-                raise failures[0]
-            yield McpServers(connections)
-        finally:
-            for connection in connections.values():
-                connection.close()
-            # The owners end their sessions (the SDK ends a stdio server's
-            # process, a kill after a grace period); a session that will not
-            # end is cancelled.
-            owners.cancel_scope.deadline = anyio.current_time() + _CLOSE_TIMEOUT
+        if failures:
+            owners.cancel_scope.cancel()
+        else:
+            try:
+                yield McpServers(connections)
+            except Exception as exc:
+                # Raised again below, past the task group (which would wrap it).
+                raised = exc
+            finally:
+                for connection in connections.values():
+                    connection.close()
+                # The owners end their sessions (the SDK ends a stdio server's
+                # process, a kill after a grace period); a session that will not
+                # end is cancelled.
+                owners.cancel_scope.deadline = anyio.current_time() + _CLOSE_TIMEOUT
+    if failures:
+        raise failures[0]
+    if raised is not None:
+        raise raised

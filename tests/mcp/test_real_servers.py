@@ -162,7 +162,12 @@ return {"zones": [t["timezone"] for t in times], "tokyo": converted["target"]["d
             description="times",
         )
     assert not result.is_error, result
-    assert result.value["result"]["zones"] == ["UTC", "Europe/Paris", "Asia/Tokyo", "America/New_York"]
+    assert result.value["result"]["zones"] == [
+        "UTC",
+        "Europe/Paris",
+        "Asia/Tokyo",
+        "America/New_York",
+    ]
     assert "T21:00:00+09:00" in result.value["result"]["tokyo"]
     settled = [e for e in events if e["type"] == "tool/ptc-dispatch"]
     assert len(settled) == 5 and not any(e["is_error"] for e in settled)
