@@ -179,7 +179,7 @@ def load_mcp_config(
         OSError: the file cannot be read.
     """
     base: Path | None = None
-    if isinstance(source, Mapping):
+    if not isinstance(source, str | os.PathLike):
         document: Any = source
     else:
         path = Path(source)
