@@ -318,15 +318,33 @@ async def test_list_changed_arrives_as_a_notification_on_the_handshake_era(
 
 
 async def test_list_changed_arrives_on_a_listen_stream_on_the_modern_era() -> None:
-    async with Client(stdio_parameters(faults_command())) as client:
+    teed: list[types.ToolListChangedNotification] = []
+    tee = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            teed.append(message)
+            tee.set()
+
+    async with Client(stdio_parameters(faults_command()), message_handler=on_message) as client:
         assert client.protocol_version == MODERN
+        # No listen stream open: the server tells nothing (the next call is a round trip).
+        await client.call_tool("add_tool", {"name": "unheard"})
+        await client.call_tool("echo", {"text": "round trip"})
+        assert teed == []
         async with client.listen(tools_list_changed=True) as subscription:
             assert subscription.honored.tools_list_changed is True
             await client.call_tool("add_tool", {"name": "added"})
             with anyio.fail_after(10):
                 event = await subscription.__anext__()
+                # The event is also handed to message_handler, stamped with the listen id.
+                await tee.wait()
             assert event == ToolsListChanged()
             assert "added" in {tool.name for tool in (await client.list_tools()).tools}
+    assert len(teed) == 1
+    assert teed[0].params is not None
+    assert teed[0].params.meta is not None
+    assert set(teed[0].params.meta) == {"io.modelcontextprotocol/subscriptionId"}
 
 
 # The fault server over streamable HTTP.
