@@ -644,8 +644,11 @@ class McpConnection:
             ) from None
         except RuntimeError as exc:  # the SDK's check of structured content
             raise ToolOutputError(str(exc)) from None
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-            reason = self._with_stderr(f"its connection broke ({type(exc).__name__})")
+        except Exception as exc:
+            broken = _transport_failure(exc)
+            if broken is None and self._closed_reason is None:
+                raise
+            reason = self._closed_reason or self._with_stderr(f"its connection broke ({broken})")
             self._set_closed(reason)
             raise McpCallError(
                 f"MCP server {self.name!r} is gone: {reason}", code=MCP_CONNECTION_CLOSED
@@ -682,6 +685,31 @@ async def _http_transport(spec: HttpServer) -> AsyncIterator[Any]:
         streamable_http_client(spec.url, http_client=http) as streams,
     ):
         yield streams
+
+
+def _transport_failure(exc: BaseException) -> str | None:
+    """The first transport-level error in ``exc`` (groups included), by name; else ``None``."""
+    kinds: tuple[type[BaseException], ...] = (
+        OSError,
+        EOFError,
+        anyio.BrokenResourceError,
+        anyio.ClosedResourceError,
+        anyio.EndOfStream,
+    )
+    try:
+        import httpx2
+
+        kinds += (httpx2.TransportError,)
+    except ImportError:  # pragma: no cover - the mcp extra brings it
+        pass
+    pending = [exc]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        elif isinstance(current, kinds):
+            return type(current).__name__
+    return None
 
 
 def _tail(stream: TextIO | None) -> str:

@@ -453,3 +453,19 @@ async def test_a_bad_server_name_is_refused_before_anything_starts() -> None:
         with pytest.raises(McpConfigError, match="server name"):
             async with connect_mcp(ToolRegistry(), {name: faults()}):
                 pass
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+async def test_an_http_server_that_crashes_mid_call_fails_that_call_and_later_ones(
+    era: str, faults_log: Path
+) -> None:
+    from tests.mcp.helpers_servers import faults_http
+
+    flags = ("--legacy",) if era == "legacy" else ()
+    with faults_http(*flags, log=faults_log) as url:
+        async with connected({"remote": HttpServer(url=url)}) as (registry, group):
+            crashed = await run(registry, "remote.crash", {})
+            assert code_of(crashed) == MCP_CONNECTION_CLOSED, crashed
+            later = await run(registry, "remote.echo", {"text": "x"})
+            assert code_of(later) == MCP_CONNECTION_CLOSED, later
+            assert not group["remote"].alive

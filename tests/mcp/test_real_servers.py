@@ -9,8 +9,6 @@ environment a server gets, and that nothing of a server outlives its block.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +25,17 @@ from registry import (
     ask_before_destructive,
     connect_mcp,
 )
+from tests.mcp.helpers_servers import (
+    GIT_COMMIT_MESSAGE,
+    ServerCommand,
+    everything_command,
+    everything_missing,
+    git_command,
+    make_git_repository,
+    time_command,
+)
 
 pytestmark = pytest.mark.anyio
-
-EVERYTHING = (
-    Path(__file__).parent
-    / "servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
-)
-GIT_ENV = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-
 
 def children() -> set[int]:
     """The pids of this process's live children (from /proc)."""
@@ -54,10 +54,12 @@ def children() -> set[int]:
     return found
 
 
+def stdio(command: ServerCommand) -> StdioServer:
+    return StdioServer(command=command.command, args=command.args, env=dict(command.env))
+
+
 def time_server() -> StdioServer:
-    return StdioServer(
-        command=sys.executable, args=("-m", "mcp_server_time", "--local-timezone", "UTC")
-    )
+    return stdio(time_command())
 
 
 def call(name: str, arguments: dict[str, Any], call_id: str = "c1") -> ToolCall:
@@ -67,29 +69,9 @@ def call(name: str, arguments: dict[str, Any], call_id: str = "c1") -> ToolCall:
 @pytest.fixture
 def repository(tmp_path: Path) -> Path:
     """A git repository with one commit and one untracked file."""
-    repo = tmp_path / "repo"
-    env = {
-        **os.environ,
-        **GIT_ENV,
-        "GIT_AUTHOR_NAME": "Test",
-        "GIT_AUTHOR_EMAIL": "test@example.invalid",
-        "GIT_COMMITTER_NAME": "Test",
-        "GIT_COMMITTER_EMAIL": "test@example.invalid",
-    }
-    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True, env=env)
-    (repo / "readme.txt").write_text("hello\n")
-    subprocess.run(["git", "-C", str(repo), "add", "."], check=True, env=env)
-    subprocess.run(["git", "-C", str(repo), "commit", "-qm", "first commit"], check=True, env=env)
+    repo = make_git_repository(tmp_path / "repo")
     (repo / "new.txt").write_text("untracked\n")
     return repo
-
-
-def git_server(repo: Path) -> StdioServer:
-    return StdioServer(
-        command=sys.executable,
-        args=("-m", "mcp_server_git", "--repository", str(repo)),
-        env=GIT_ENV,
-    )
 
 
 # --------------------------------------------------------------------------- mcp-server-time
@@ -182,7 +164,7 @@ async def test_git_server_reads_a_repository_and_destructive_tools_are_asked_for
     registry = ToolRegistry()
     registry.on_pre_execute(ask_before_destructive)
     async with (
-        connect_mcp(registry, {"git": git_server(repository)}),
+        connect_mcp(registry, {"git": stdio(git_command(repository))}),
         CodeExecutor(registry) as executor,
     ):
         reset = registry.get("git.git_reset")
@@ -211,20 +193,19 @@ return {{"status": status, "log": log, "denied": denied}}
     assert not result.is_error, result
     value = result.value["result"]
     assert "new.txt" in value["status"]  # the text content, as the server wrote it
-    assert "first commit" in value["log"]
+    assert GIT_COMMIT_MESSAGE in value["log"]
     assert value["denied"] == APPROVAL_UNAVAILABLE
 
 
 # --------------------------------------------------------------------------- server-everything
 
 needs_everything = pytest.mark.skipif(
-    not EVERYTHING.exists(),
-    reason="the everything server is not installed: npm ci --prefix tests/mcp/servers",
+    everything_missing() is not None, reason=str(everything_missing())
 )
 
 
 def everything_server() -> StdioServer:
-    return StdioServer(command="node", args=(str(EVERYTHING), "stdio"))
+    return stdio(everything_command())
 
 
 @needs_everything
