@@ -418,6 +418,13 @@ class _Members:
         return f"no tool named {wanted} in namespace {self._name!r}; available tools: {names}"
 
     def __getattr__(self, rest: str) -> _Binding:
+        if rest.startswith("_"):
+            # As the rule says: no tool by attribute, so protocol probes
+            # (copy, pickle) never find one, nor recurse on an unset slot.
+            raise AttributeError(
+                f"no attribute {rest!r}: a tool named with a leading '_' is "
+                f"reached by subscript, tools.<namespace>[{rest!r}]"
+            )
         try:
             return self._members[rest]
         except KeyError:

@@ -8,6 +8,8 @@ itself, and that RestrictedPython keeps a program away from its private state.
 from __future__ import annotations
 
 import asyncio
+import copy
+import pickle
 import re
 import textwrap
 from typing import Any
@@ -103,6 +105,10 @@ async def test_every_spelling_reaches_the_same_binding() -> None:
     assert git["a.b"] is tools["git.a.b"]
     assert git[""] is tools["git."]
     assert git["_hidden"] is tools["git._hidden"]
+    with pytest.raises(
+        AttributeError, match=re.escape("reached by subscript, tools.<namespace>['_hidden']")
+    ):
+        git._hidden  # noqa: B018
     assert await git.status({"x": 1}) == {"tool": "git.status", "args": {"x": 1}}
     assert await tools.time.now(tz="UTC") == {"tool": "time.now", "args": {"tz": "UTC"}}
     assert await tools.echo({}) == {"tool": "echo", "args": {}}
@@ -153,6 +159,17 @@ def test_namespace_object_is_a_small_read_only_view() -> None:
         git.status = None
     with pytest.raises(AttributeError):
         git.anything = 1
+
+
+@pytest.mark.parametrize("names", [["git.status", "git.__deepcopy__"], ["git", "git.status"]])
+def test_protocol_probes_find_no_tool_in_a_namespace(names: list[str]) -> None:
+    tools, run = make_tools(names)
+    git: Any = tools.git
+    for copied in (copy.copy(git), copy.deepcopy(git), pickle.loads(pickle.dumps(git))):
+        assert type(copied) is type(git)
+        assert sorted(copied) == sorted(git)
+    assert copy.copy(git).status is git.status  # a shallow copy shares the bindings
+    assert run.calls == []  # no probe called a tool
 
 
 def test_the_tools_object_still_counts_full_names() -> None:
