@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -18,33 +18,26 @@ import orjson
 
 from runtime import CallTool, CancelSignal, Limits, RunOutcome, Runtime, ToolAnswer
 from runtime._program import ToolCallError as _ToolCallError  # the workers' own class
+from runtime._program import Tools as _WorkerTools
 
 __all__ = ["InProcessRuntime"]
 
 _FILENAME = "<program>"
 
 
-class _Tools:
-    def __init__(self, names: Sequence[str], call: Callable[[str, Any], Any]) -> None:
-        self._names = frozenset(names)
+class _Calls:
+    """The one part of a worker's run the ``tools`` object needs: ``call``."""
+
+    __slots__ = ("_call",)
+
+    def __init__(self, call: Callable[[str, Any], Awaitable[Any]]) -> None:
         self._call = call
 
-    def __getitem__(self, name: str) -> Callable[[Any], Any]:
-        if name not in self._names:
-            raise KeyError(f"no tool {name!r}; available: {', '.join(sorted(self._names))}")
+    def call(self, name: str, args: Any) -> asyncio.Future[Any]:
+        return asyncio.ensure_future(self._call(name, {} if args is None else args))
 
-        async def binding(args: Any = None) -> Any:
-            return await self._call(name, {} if args is None else args)
-
-        return binding
-
-    def __getattr__(self, name: str) -> Callable[[Any], Any]:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        try:
-            return self[name]
-        except KeyError as exc:
-            raise AttributeError(str(exc)) from None
+    def log(self, text: str) -> None:  # pragma: no cover - print is captured separately
+        raise NotImplementedError
 
 
 class InProcessRuntime(Runtime):
@@ -118,7 +111,8 @@ class InProcessRuntime(Runtime):
             "__name__": "__program__",
             "asyncio": asyncio,
             "print": program_print,
-            "tools": _Tools(tool_names, call),
+            # The workers' own ``tools`` object: the same names, namespaces and errors.
+            "tools": _WorkerTools(_Calls(call), list(tool_names)),
             "ToolCallError": _ToolCallError,
             "__ptc_nothing__": nothing,
         }
