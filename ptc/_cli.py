@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import sys
-from typing import Annotated, NoReturn
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, NoReturn
 
+import orjson
 import typer
 
-from registry import ToolDefinition, UnknownScopeError
+from registry import ToolAnnotations, ToolDefinition, ToolRegistry, UnknownScopeError
 
-from ._toolspec import ToolSpecError, load_registry
+from ._toolspec import ToolSpecError, ToolSpecs, read_tool_specs
 
 __all__ = ["app", "main"]
 
@@ -21,13 +25,13 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-ToolsOption = Annotated[
-    str,
-    typer.Option(
-        "--tools",
-        help="The tool set: path/to/file.py:attr or package.module:attr naming a ToolRegistry.",
-    ),
-]
+TOOLS_HELP = (
+    "The tool set: path/to/file.py:attr or package.module:attr naming a ToolRegistry, "
+    "or an mcpServers .json file (Claude Desktop / Cursor / Claude Code format) whose "
+    "servers' tools join as <server>.<tool>. Repeat it to combine one Python tool set "
+    "with any number of mcpServers files."
+)
+ToolsOption = Annotated[list[str], typer.Option("--tools", help=TOOLS_HELP, metavar="SPEC")]
 ScopeOption = Annotated[
     str | None, typer.Option("--scope", help="View the tools as this scope sees them.")
 ]
@@ -40,13 +44,110 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 def concurrency_class(definition: ToolDefinition) -> str:
-    """``parallel`` (always safe), ``per-call`` (a classifier decides) or ``exclusive``."""
+    """``parallel`` (always safe), ``classified`` (a classifier decides per call) or ``exclusive``."""
     safe = definition.concurrency_safe
     if safe is True:
         return "parallel"
     if callable(safe):
-        return "per-call"
+        return "classified"
     return "exclusive"
+
+
+#: ToolAnnotations field -> MCP's name for it.
+_ANNOTATION_NAMES = {
+    "title": "title",
+    "read_only": "readOnlyHint",
+    "destructive": "destructiveHint",
+    "idempotent": "idempotentHint",
+    "open_world": "openWorldHint",
+}
+#: ToolAnnotations hint -> (word when True, word when False), for the text listing.
+_HINT_WORDS = {
+    "read_only": ("read-only", "not read-only"),
+    "destructive": ("destructive", "non-destructive"),
+    "idempotent": ("idempotent", "not idempotent"),
+    "open_world": ("open-world", "closed-world"),
+}
+
+
+def annotation_fields(annotations: ToolAnnotations) -> dict[str, Any]:
+    """The annotations a tool gave, under MCP's names (``readOnlyHint``, ...)."""
+    fields = {mcp: getattr(annotations, name) for name, mcp in _ANNOTATION_NAMES.items()}
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+def annotation_words(annotations: ToolAnnotations | None) -> str:
+    """The annotations in a few words: ``"Title", read-only, idempotent, ...``."""
+    if annotations is None:
+        return ""
+    words = [] if annotations.title is None else [orjson.dumps(annotations.title).decode()]
+    for name, (yes, no) in _HINT_WORDS.items():
+        value = getattr(annotations, name)
+        if value is not None:
+            words.append(yes if value else no)
+    return ", ".join(words)
+
+
+def tool_entries(registry: ToolRegistry, scope: str | None) -> list[dict[str, Any]]:
+    """What ``ptc tools --json`` prints: one object per visible tool, by name."""
+    entries: list[dict[str, Any]] = []
+    definitions = registry.definitions(scope)
+    schemas = registry.schemas(scope, with_output=True)
+    for definition, schema in zip(definitions, schemas, strict=True):
+        entry: dict[str, Any] = {
+            "name": definition.name,
+            "description": definition.description,
+            "parameters": schema["parameters"],
+            "output": schema["output"],
+            "concurrency": concurrency_class(definition),
+        }
+        if definition.annotations is not None:
+            entry["annotations"] = annotation_fields(definition.annotations)
+        entries.append(entry)
+    return entries
+
+
+def tool_lines(registry: ToolRegistry, scope: str | None) -> list[str]:
+    """What plain ``ptc tools`` prints: name, concurrency class, description, [annotations]."""
+    definitions = registry.definitions(scope)
+    if not definitions:
+        return ["(no visible tools)"]
+    rows = [
+        (d.name, concurrency_class(d), one_line(d.description), annotation_words(d.annotations))
+        for d in definitions
+    ]
+    name_width = max(len(row[0]) for row in rows)
+    text_width = max(len(row[2]) for row in rows) if any(row[3] for row in rows) else 0
+    return [
+        f"{name:<{name_width}}  {kind:<10}  {text:<{text_width}}"
+        f"{f'  [{words}]' if words else ''}".rstrip()
+        for name, kind, text, words in rows
+    ]
+
+
+class _EchoWarnings(logging.Handler):
+    """The registry's warnings (an MCP tool not registered, ...) as ``ptc: warning:`` lines."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        typer.echo(f"ptc: warning: {record.getMessage()}", err=True)
+
+
+@contextmanager
+def _warnings_on_stderr() -> Iterator[None]:
+    logger = logging.getLogger("registry")
+    handler = _EchoWarnings(logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+
+
+def _read_specs(tools: list[str]) -> ToolSpecs:
+    try:
+        return read_tool_specs(tools)
+    except ToolSpecError as exc:
+        fail(str(exc))
 
 
 def one_line(text: str, width: int = 80) -> str:
@@ -55,31 +156,48 @@ def one_line(text: str, width: int = 80) -> str:
 
 
 @app.command("tools")
-def tools_command(tools: ToolsOption, scope: ScopeOption = None) -> None:
-    """List the tools a scope can see: name, concurrency class, one-line description."""
+def tools_command(
+    tools: ToolsOption,
+    scope: ScopeOption = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the tools as JSON: name, description, parameters, output, "
+            "concurrency and annotations of each.",
+        ),
+    ] = False,
+) -> None:
+    """List the tools a scope can see: name, concurrency class, one-line description, annotations."""
+    specs = _read_specs(tools)
+    if specs.schemas:
+        fail(
+            f"{specs.schemas[0].path} is a file of tool schemas, not a registry: name one as "
+            "path/to/file.py:attr or package.module:attr"
+        )
     try:
-        registry = load_registry(tools)
-        definitions = registry.definitions(scope)
+        tool_set = specs.tool_set()
+        tool_set.registry.check_scope(scope)  # before any server is started
+        with _warnings_on_stderr():
+            if as_json:
+                entries = tool_set.read(lambda registry: tool_entries(registry, scope))
+            else:
+                lines = tool_set.read(lambda registry: tool_lines(registry, scope))
     except (ToolSpecError, UnknownScopeError) as exc:
         fail(str(exc))
-    if not definitions:
-        typer.echo("(no visible tools)")
+    if as_json:
+        typer.echo(orjson.dumps(entries, option=orjson.OPT_INDENT_2).decode())
         return
-    name_width = max(len(d.name) for d in definitions)
-    for definition in definitions:
-        typer.echo(
-            f"{definition.name:<{name_width}}  {concurrency_class(definition):<9}  "
-            f"{one_line(definition.description)}".rstrip()
-        )
+    for line in lines:
+        typer.echo(line)
 
 
 @app.command("sdk")
 def sdk_command(
     tools: Annotated[
-        str,
+        list[str],
         typer.Option(
-            "--tools",
-            help="A registry (path/to/file.py:attr or package.module:attr) or a .json file of tool schemas.",
+            "--tools", help=TOOLS_HELP + " Or, alone, a .json file of tool schemas.", metavar="SPEC"
         ),
     ],
     scope: ScopeOption = None,
@@ -96,21 +214,26 @@ def sdk_command(
     """Print the typed Python SDK (the tools:sdk section) the model programs against."""
     from sdkgen import normalize_tool_schemas, render_sdk, sdk_stats
 
-    from ._toolspec import load_schema_file
-
-    if tools.endswith(".json"):
+    specs = _read_specs(tools)
+    if specs.schemas:
+        schema_file = specs.schemas[0]
+        if len(tools) > 1:
+            fail(
+                f"{schema_file.path} is a file of tool schemas: give it as the only --tools "
+                "(it does not combine with a registry or mcpServers files)"
+            )
         if scope is not None:
             fail("--scope applies to a registry, not to a .json file of schemas")
         try:
-            schemas = normalize_tool_schemas(load_schema_file(tools))
-        except ToolSpecError as exc:
-            fail(str(exc))
+            schemas = normalize_tool_schemas(schema_file.document)
         except ValueError as exc:
-            fail(f"{tools}: {exc}")
+            fail(f"{schema_file.path}: {exc}")
     else:
         try:
-            registry = load_registry(tools)
-            schemas = registry.schemas(scope, with_output=True)
+            tool_set = specs.tool_set()
+            tool_set.registry.check_scope(scope)
+            with _warnings_on_stderr():
+                schemas = tool_set.read(lambda registry: registry.schemas(scope, with_output=True))
         except (ToolSpecError, UnknownScopeError) as exc:
             fail(str(exc))
     text = render_sdk(schemas, instructions=not no_instructions)
@@ -163,14 +286,17 @@ def run_command(
     """Run a program against a tool set, as the model's run_code call would."""
     from ._run import RunOptions, run_program
 
-    if tools.endswith(".json"):
+    specs = _read_specs(tools)
+    if specs.schemas:
         fail(
             f"`ptc run` needs a registry whose tools it can call (path/to/file.py:attr or "
-            f"package.module:attr); {tools} is a file of tool schemas, which only `ptc sdk` reads"
+            f"package.module:attr); {specs.schemas[0].path} is a file of tool schemas, "
+            "which only `ptc sdk` reads"
         )
     try:
-        registry = load_registry(tools)
-    except ToolSpecError as exc:
+        tool_set = specs.tool_set()
+        tool_set.registry.check_scope(scope)  # before any server is started
+    except (ToolSpecError, UnknownScopeError) as exc:
         fail(str(exc))
     try:
         code = _program_text(program)
@@ -189,8 +315,9 @@ def run_command(
         as_json=as_json,
     )
     try:
-        exit_code = run_program(registry, code, options)
-    except ValueError as exc:
+        with _warnings_on_stderr():
+            exit_code = run_program(tool_set, code, options)
+    except (ToolSpecError, UnknownScopeError, ValueError) as exc:
         fail(str(exc))
     raise typer.Exit(exit_code)
 

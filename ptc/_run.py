@@ -13,6 +13,7 @@ from registry import ToolRegistry
 from runtime import Limits, RuntimeBackendError, get_runtime
 
 from ._executor import CodeExecutor
+from ._toolspec import ToolSet
 
 __all__ = ["RunOptions", "run_program"]
 
@@ -29,12 +30,18 @@ class RunOptions:
     as_json: bool = False
 
 
-def run_program(registry: ToolRegistry, code: str, options: RunOptions) -> int:
+def run_program(tools: ToolRegistry | ToolSet, code: str, options: RunOptions) -> int:
     """Run ``code`` and print the outcome; returns the exit code (0 ok, 1 failed run).
+
+    The MCP servers of a :class:`ToolSet` are connected in the run's event loop
+    for the whole run, and closed when it ends, however it ends.
 
     Raises:
         ValueError: an unusable option (the CLI prints it and exits 2).
+        ToolSpecError: an MCP server cannot be connected (likewise).
     """
+    if isinstance(tools, ToolRegistry):
+        tools = ToolSet(registry=tools)
     if options.mode not in ("code", "both"):
         raise ValueError(f"--mode must be code or both for ptc run, got {options.mode!r}")
     if options.max_parallel < 1:
@@ -63,14 +70,17 @@ def run_program(registry: ToolRegistry, code: str, options: RunOptions) -> int:
             sink_file.flush()
 
     async def go() -> Any:
-        async with CodeExecutor(
-            registry,
-            runtime=runtime,
-            mode=options.mode,  # type: ignore[arg-type]
-            max_parallel_sub_calls=options.max_parallel,
-            limits=limits,
-            on_event=on_event,
-        ) as executor:
+        async with (
+            tools.open() as registry,
+            CodeExecutor(
+                registry,
+                runtime=runtime,
+                mode=options.mode,  # type: ignore[arg-type]
+                max_parallel_sub_calls=options.max_parallel,
+                limits=limits,
+                on_event=on_event,
+            ) as executor,
+        ):
             try:
                 return await executor.run_code(code, description="ptc run", scope=options.scope)
             finally:

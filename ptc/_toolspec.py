@@ -1,22 +1,227 @@
-"""Loading a tool set named on the command line (``path.py:attr``, ``pkg.mod:attr``, ``x.json``)."""
+"""Loading the tool set the ``--tools`` options name.
+
+A ``--tools`` value is a Python tool set (``path/to/file.py:attr`` or
+``package.module:attr``), an ``mcpServers`` JSON file (the configuration
+format of Claude Desktop, Cursor and Claude Code), or, for ``ptc sdk`` only,
+a ``.json`` file of tool schemas. One Python tool set and any number of MCP
+files combine: the servers' tools are added into the Python registry (or into
+a fresh one), as ``<server>.<tool>``, for as long as :meth:`ToolSet.open` is
+entered.
+"""
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import re
 import sys
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import anyio
 import orjson
 
-from registry import ToolRegistry
+from registry import (
+    HttpServer,
+    McpConfigError,
+    McpConnectionError,
+    ServerSpec,
+    ToolRegistry,
+    connect_mcp,
+    load_mcp_config,
+)
 
-__all__ = ["ToolSpecError", "load_registry", "load_schema_file"]
+T = TypeVar("T")
+
+__all__ = [
+    "McpFile",
+    "SchemaFile",
+    "ToolSet",
+    "ToolSpecError",
+    "ToolSpecs",
+    "load_registry",
+    "load_schema_file",
+    "read_tool_specs",
+]
 
 
 class ToolSpecError(Exception):
     """A tool-set spec cannot be loaded; the message is one line for the user."""
+
+
+@dataclass(frozen=True, slots=True)
+class McpFile:
+    """An ``mcpServers`` file and the servers it configures."""
+
+    path: str
+    servers: Mapping[str, ServerSpec]
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaFile:
+    """A ``.json`` file that is not an ``mcpServers`` document, and its parsed content."""
+
+    path: str
+    document: Any
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSpecs:
+    """The ``--tools`` values, sorted by kind (each ``.json`` file read once)."""
+
+    python: tuple[str, ...] = ()
+    mcp: tuple[McpFile, ...] = ()
+    schemas: tuple[SchemaFile, ...] = ()
+
+    def tool_set(self) -> ToolSet:
+        """Load the Python tool set (a fresh registry when there is none) with the MCP servers.
+
+        Raises:
+            ToolSpecError: two Python tool sets, or the Python one cannot be loaded.
+        """
+        if len(self.python) > 1:
+            first, second = self.python[:2]
+            raise ToolSpecError(
+                f"--tools names two Python tool sets, {first} and {second}: give one "
+                "(with any number of mcpServers .json files)"
+            )
+        registry = load_registry(self.python[0]) if self.python else ToolRegistry()
+        servers: dict[str, ServerSpec] = {}
+        origins: dict[str, str] = {}
+        for file in self.mcp:
+            for name, spec in file.servers.items():
+                servers[name] = spec
+                origins[name] = file.path
+        return ToolSet(registry=registry, servers=servers, origins=origins)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSet:
+    """A registry and the MCP servers whose tools join it while :meth:`open` is entered."""
+
+    registry: ToolRegistry
+    servers: Mapping[str, ServerSpec] = field(default_factory=dict)
+    origins: Mapping[str, str] = field(default_factory=dict)  # server -> its file
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[ToolRegistry]:
+        """Connect the servers, yield the registry with their tools, and close them on exit.
+
+        The servers are closed whatever ends the block (an error, a cancellation,
+        Ctrl-C): their tools are disposed and stdio servers' processes ended.
+
+        Raises:
+            ToolSpecError: a server cannot be started, reached or initialised, or
+                the ``mcp`` package is missing (the message names the server and file).
+        """
+        if not self.servers:
+            yield self.registry
+            return
+        connected = False
+        try:
+            async with connect_mcp(self.registry, self.servers):
+                connected = True
+                yield self.registry
+        except Exception as exc:
+            if not connected:
+                error = self._connect_error(exc)
+                if error is None:
+                    raise
+                raise error from exc
+            leaf = _single_leaf(exc)  # what the block raised, out of connect_mcp's task group
+            if leaf is exc:
+                raise
+            raise leaf from None
+
+    def read(self, read: Callable[[ToolRegistry], T]) -> T:
+        """``read(registry)`` with the servers connected, in an event loop of its own.
+
+        Raises:
+            ToolSpecError: as :meth:`open`.
+        """
+        if not self.servers:
+            return read(self.registry)
+
+        async def go() -> T:
+            async with self.open() as registry:
+                return read(registry)
+
+        return anyio.run(go)
+
+    def _connect_error(self, exc: Exception) -> ToolSpecError | None:
+        """The one line for a failure to connect, or ``None`` for an unexpected one (a bug)."""
+        leaf = _single_leaf(exc)
+        if isinstance(leaf, McpConnectionError):
+            where = self.origins.get(leaf.server, "?")
+            spec = self.servers.get(leaf.server)
+            if isinstance(spec, HttpServer):
+                where = f"{where}, {spec.url}"
+            return ToolSpecError(f"MCP server {leaf.server!r} ({where}): {_one_line(leaf.reason)}")
+        if isinstance(leaf, ImportError):
+            name = next(iter(self.servers))
+            return ToolSpecError(
+                f"MCP server {name!r} ({self.origins[name]}): {_one_line(str(leaf))}"
+            )
+        if isinstance(leaf, McpConfigError):
+            return ToolSpecError(_one_line(str(leaf)))
+        return None
+
+
+def read_tool_specs(specs: Sequence[str]) -> ToolSpecs:
+    """Sort the ``--tools`` values by kind, reading every ``.json`` file.
+
+    A value ending in ``.json`` is a file: an ``mcpServers`` document (a JSON
+    object with an ``mcpServers`` key), else a file of tool schemas. Any other
+    value names a Python tool set (loaded later, by :meth:`ToolSpecs.tool_set`).
+
+    Raises:
+        ToolSpecError: a file is missing, unreadable or not JSON; an ``mcpServers``
+            document is malformed (the message names the file and the entry); a
+            server is configured twice.
+    """
+    python: list[str] = []
+    mcp: list[McpFile] = []
+    schemas: list[SchemaFile] = []
+    origins: dict[str, str] = {}
+    for spec in specs:
+        if not spec.endswith(".json"):
+            python.append(spec)
+            continue
+        document = load_schema_file(spec)
+        if not (isinstance(document, dict) and "mcpServers" in document):
+            schemas.append(SchemaFile(spec, document))
+            continue
+        try:
+            servers = load_mcp_config(spec)
+        except McpConfigError as exc:
+            raise ToolSpecError(f"{spec}: {_one_line(str(exc))}") from exc
+        except OSError as exc:
+            raise ToolSpecError(f"cannot read {spec}: {exc.strerror or exc}") from exc
+        for name in servers:
+            if name in origins:
+                earlier = origins[name]
+                raise ToolSpecError(
+                    f"{spec} is given twice as --tools"
+                    if Path(earlier).resolve() == Path(spec).resolve()
+                    else f"MCP server {name!r} is configured twice, in {earlier} and in {spec}"
+                )
+            origins[name] = spec
+        mcp.append(McpFile(spec, servers))
+    return ToolSpecs(python=tuple(python), mcp=tuple(mcp), schemas=tuple(schemas))
+
+
+def _single_leaf(exc: BaseException) -> BaseException:
+    """The one exception inside nested single-member groups (a task group wraps what it raises)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _one_line(text: str) -> str:
+    return re.sub(r"\s*\n\s*", " | ", text.strip())
 
 
 def load_registry(spec: str) -> ToolRegistry:
