@@ -8,6 +8,7 @@ process is still alive once ``ptc`` has exited.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import signal
@@ -19,6 +20,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from typer.testing import CliRunner
@@ -311,6 +313,41 @@ def test_ctrl_c_during_a_run_closes_the_servers(tmp_path: Path, mcp_json: str, m
     assert process.returncode == 130, stdout + stderr
     assert "Traceback" not in stderr
     assert server_pids(marker) == []  # ended by ptc before it exited, not orphaned
+
+
+def test_mcp_fanout_example_runs_as_documented() -> None:
+    # `ptc run examples/programs/mcp_fanout.py --tools examples/mcp.json`, as typed in a
+    # shell whose venv is active: examples/mcp.json starts the server with `python3`.
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    command = "ptc" if (bin_dir / "ptc").exists() else None
+    argv = ["run", "examples/programs/mcp_fanout.py", "--tools", "examples/mcp.json"]
+    expected = {_paris_0930_in_tokyo()}
+    if command is not None:
+        out = subprocess.run(
+            [command, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        )
+    else:  # an install without the console script
+        out = ptc(*argv, env=env)
+    expected.add(_paris_0930_in_tokyo())  # the date may have changed meanwhile
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert [line.split()[0] for line in lines[:4]] == [
+        "UTC",
+        "Europe/Paris",
+        "Asia/Tokyo",
+        "America/New_York",
+    ]
+    result = json.loads("\n".join(lines[5:]))
+    assert result["zones"] == 4 and result["paris_0930_in_tokyo"] in expected
+    assert lines[4].startswith(f"09:30 in Paris is {result['paris_0930_in_tokyo']} in Tokyo (+")
+
+
+def _paris_0930_in_tokyo() -> str:
+    paris = ZoneInfo("Europe/Paris")
+    today = dt.datetime.now(paris).date()
+    meeting = dt.datetime.combine(today, dt.time(9, 30), tzinfo=paris)
+    return meeting.astimezone(ZoneInfo("Asia/Tokyo")).strftime("%H:%M")
 
 
 # --------------------------------------------------------------------------- failures: one line, exit 2
