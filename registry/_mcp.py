@@ -93,6 +93,7 @@ MCP_CONNECTION_CLOSED: Final = "MCP_CONNECTION_CLOSED"
 
 #: The output schema of a tool that declares none: what its canonical value is.
 MCP_OUTPUT: Final[Mapping[str, Any]] = {
+    "title": "McpToolResult",
     "description": (
         "The tool's text when it returns one text block (parsed when that text is a JSON "
         "object or array), else its list of MCP content blocks "

@@ -132,11 +132,27 @@ def render_sdk(schemas: Iterable[Any], *, instructions: bool = True) -> str:
         bases.add(unique)
         tool.base = unique
         tool.args = defs.allocator.allocate(unique + "Args")
-        if tool.output is not _NO_OUTPUT:
-            tool.result = defs.allocator.allocate(unique + "Result")
+    # A titled output schema that several tools share (say, what an MCP tool
+    # without an outputSchema returns) is declared once, under its title.
+    shared: dict[str, str] = {}
+    first: set[int] = set()
+    for tool in tools:
+        if tool.output is _NO_OUTPUT:
+            continue
+        key = _shared_key(tool.output)
+        if key is None:
+            tool.result = defs.allocator.allocate(tool.base + "Result")
+            first.add(id(tool))
+        elif key in shared:
+            tool.result = shared[key]
+        else:
+            tool.result = shared[key] = defs.allocator.allocate(
+                pascal(tool.output["title"], "Result")
+            )
+            first.add(id(tool))
     for tool in tools:
         _declare(defs, tool.parameters, tool.args, tool.base)
-        if tool.output is not _NO_OUTPUT:
+        if id(tool) in first:
             _declare(defs, tool.output, tool.result, tool.base)
 
     parts: list[str] = []
@@ -155,6 +171,15 @@ def render_sdk(schemas: Iterable[Any], *, instructions: bool = True) -> str:
     parts.append(_tools_class(layout))
     parts.append("tools: Tools\n")
     return "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
+
+
+def _shared_key(schema: Any) -> str | None:
+    """The identity of a titled output schema (tools with equal ones share one type)."""
+    if not isinstance(schema, _MAPPING) or not isinstance(schema.get("title"), str):
+        return None
+    if not pascal(schema["title"], ""):
+        return None
+    return _canonical(schema) or None
 
 
 def _declare(defs: Definitions, schema: Any, name: str, base: str) -> None:

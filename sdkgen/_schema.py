@@ -157,7 +157,10 @@ class SchemaRenderer:
         expr = self.type_of(self._root, name, 0, state)
         state.expr = name
         if name not in self._defs.emitted:
-            self._defs.alias(name, expr, self._take_notes(0))
+            notes = self._take_notes(0)
+            root = self._root
+            about = comment_text(root.get("description")) if isinstance(root, _MAPPING) else ""
+            self._defs.alias(name, expr, [about, *notes] if about else notes)
 
     def type_of(self, node: Any, hint: str, depth: int, named: _Named | None = None) -> str:
         """The type expression for ``node``; nested objects get names from ``hint``."""

@@ -441,3 +441,27 @@ def test_namespace_class_names_never_collide() -> None:
     assert _members(text, "MyNsTools2") == ["c"]
     assert _members(text, "MyNsTools3") == ["b"]
     exec(compile(text, "<sdk>", "exec"), {})
+
+
+def test_a_titled_output_schema_shared_by_tools_is_declared_once() -> None:
+    shared = {
+        "title": "ToolText",
+        "description": "The tool's text. Second paragraph.\n\nNot shown.",
+        "anyOf": [{"type": "string"}, {"type": "array"}],
+    }
+    other = {**shared, "description": "Another meaning."}  # same title, not equal: its own
+    schemas = [
+        {"name": "b", "parameters": {"type": "object"}, "output": shared},
+        {"name": "a", "parameters": {"type": "object"}, "output": dict(shared)},
+        {"name": "c", "parameters": {"type": "object"}, "output": other},
+        {"name": "d", "parameters": {"type": "object"}, "output": {"type": "string"}},
+    ]
+    text = render_sdk(schemas)
+    assert text.count("ToolText: TypeAlias = str | list[JsonValue]") == 1
+    assert "# The tool's text. Second paragraph.\nToolText: TypeAlias" in text
+    assert "# Another meaning.\nToolText2: TypeAlias = str | list[JsonValue]" in text
+    assert "async def a(self, args: AArgs) -> ToolText:" in text
+    assert "async def b(self, args: BArgs) -> ToolText:" in text
+    assert "async def c(self, args: CArgs) -> ToolText2:" in text
+    assert "DResult: TypeAlias = str" in text  # untitled: per tool, as before
+    assert render_sdk(list(reversed(schemas))) == text
