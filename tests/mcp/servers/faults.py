@@ -212,6 +212,12 @@ async def _env(ctx: Context, args: dict[str, Any]) -> types.CallToolResult:
     return _result(json.dumps(os.environ.get(args["name"])))
 
 
+async def _header(ctx: Context, args: dict[str, Any]) -> types.CallToolResult:
+    headers = getattr(ctx.request, "headers", None)  # the HTTP request, over HTTP
+    value = None if headers is None else headers.get(args["name"])
+    return _result(json.dumps(value))
+
+
 async def _echo_arguments(ctx: Context, args: dict[str, Any]) -> types.CallToolResult:
     return _result(json.dumps(args, sort_keys=True))
 
@@ -299,6 +305,14 @@ STATIC_TOOLS: list[tuple[types.Tool, ToolBody]] = [
             _schema({"name": STRING}, ("name",)),
         ),
         _env,
+    ),
+    (
+        _tool(
+            "header",
+            "Returns a header of the HTTP request that carried the call, as JSON (null when absent or not HTTP).",
+            _schema({"name": STRING}, ("name",)),
+        ),
+        _header,
     ),
 ]
 
