@@ -42,6 +42,7 @@ pytestmark = pytest.mark.anyio
 
 FAULT_TOOLS = {
     "echo",
+    "header",
     "add",
     "bad_output",
     "fail",
