@@ -6,14 +6,13 @@ import sys
 from dataclasses import dataclass
 from typing import IO, Any
 
-import anyio
 import orjson
 
 from registry import ToolRegistry
 from runtime import Limits, RuntimeBackendError, get_runtime
 
 from ._executor import CodeExecutor
-from ._toolspec import ToolSet
+from ._toolspec import ToolSet, run_command
 
 __all__ = ["RunOptions", "run_program"]
 
@@ -87,7 +86,7 @@ def run_program(tools: ToolRegistry | ToolSet, code: str, options: RunOptions) -
                 await runtime.aclose()
 
     try:
-        result = anyio.run(go)
+        result = run_command(go)
     finally:
         if sink_file is not None:
             sink_file.close()

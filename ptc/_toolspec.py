@@ -14,8 +14,9 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import re
+import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,7 +150,7 @@ class ToolSet:
             async with self.open() as registry:
                 return read(registry)
 
-        return anyio.run(go)
+        return run_command(go)
 
     def _connect_error(self, exc: Exception) -> ToolSpecError | None:
         """The one line for a failure to connect, or ``None`` for an unexpected one (a bug)."""
@@ -297,3 +298,45 @@ def load_schema_file(path: str) -> Any:
         raise ToolSpecError(f"{path} is not valid JSON: {exc}") from exc
     except OSError as exc:
         raise ToolSpecError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+#: The exit status of a command ended by SIGTERM (128 + the signal's number).
+TERMINATED = 128 + signal.SIGTERM
+
+
+def run_command(main: Callable[[], Awaitable[T]]) -> T:
+    """Run a command's async body in an event loop of its own; SIGTERM cancels it.
+
+    A terminated command still leaves every ``async with`` it entered (the MCP
+    servers it started are ended, the events it logged are delivered), then
+    exits with status :data:`TERMINATED`.
+    """
+    terminated = False
+    results: list[T] = []
+    failures: list[Exception] = []
+
+    async def watched() -> None:
+        nonlocal terminated
+        async with anyio.create_task_group() as tasks:
+
+            async def watch() -> None:
+                nonlocal terminated
+                with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+                    async for _ in signals:
+                        terminated = True
+                        tasks.cancel_scope.cancel()
+                        return
+
+            tasks.start_soon(watch)
+            try:
+                results.append(await main())
+            except Exception as exc:  # raised again below, not wrapped in a group
+                failures.append(exc)
+            tasks.cancel_scope.cancel()
+
+    anyio.run(watched)
+    if failures:
+        raise failures[0]
+    if terminated or not results:
+        raise SystemExit(TERMINATED)
+    return results[0]

@@ -270,7 +270,16 @@ def test_run_calls_a_python_tool_and_an_mcp_tool(tmp_path: Path, mcp_json: str) 
     assert not any(e["is_error"] for e in settled)
 
 
-def test_ctrl_c_during_a_run_closes_the_servers(tmp_path: Path, mcp_json: str, marker: str) -> None:
+@pytest.mark.parametrize(
+    ("sent", "status"),
+    [
+        pytest.param(signal.SIGINT, 130, id="ctrl-c"),
+        pytest.param(signal.SIGTERM, 143, id="sigterm"),
+    ],
+)
+def test_ctrl_c_or_sigterm_during_a_run_closes_the_servers(
+    tmp_path: Path, mcp_json: str, marker: str, sent: signal.Signals, status: int
+) -> None:
     program = tmp_path / "spin.py"
     program.write_text(
         'await tools.time.get_current_time({"timezone": "UTC"})\nwhile True:\n    pass\n',
@@ -304,13 +313,13 @@ def test_ctrl_c_during_a_run_closes_the_servers(tmp_path: Path, mcp_json: str, m
             assert time.monotonic() < deadline, "the MCP call never settled"
             time.sleep(0.05)
         assert len(server_pids(marker)) == 1
-        process.send_signal(signal.SIGINT)
+        process.send_signal(sent)
         stdout, stderr = process.communicate(timeout=30)
     finally:
         if process.poll() is None:
             process.kill()
             process.communicate()
-    assert process.returncode == 130, stdout + stderr
+    assert process.returncode == status, stdout + stderr
     assert "Traceback" not in stderr
     assert server_pids(marker) == []  # ended by ptc before it exited, not orphaned
 
