@@ -282,8 +282,21 @@ def run_command(
             "--json", help="Print the canonical result and the events as one JSON object."
         ),
     ] = False,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet",
+            "-q",
+            help="Do not print the program's lines to stderr as it prints them "
+            "(never done with --json); the output at the end is the same.",
+        ),
+    ] = False,
 ) -> None:
-    """Run a program against a tool set, as the model's run_code call would."""
+    """Run a program against a tool set, as the model's run_code call would.
+
+    What the program prints is shown on stderr as it happens (a burst of 50
+    lines, then 20 a second); the output at the end, on stdout, has every line.
+    """
     from ._run import RunOptions, run_program
 
     specs = _read_specs(tools)
@@ -313,10 +326,88 @@ def run_command(
         timeout=timeout,
         events_path=events,
         as_json=as_json,
+        live=not (quiet or as_json),
     )
     try:
         with _warnings_on_stderr():
             exit_code = run_program(tool_set, code, options)
+    except (ToolSpecError, UnknownScopeError, ValueError) as exc:
+        fail(str(exc))
+    raise typer.Exit(exit_code)
+
+
+@app.command("serve")
+def serve_command(
+    tools: ToolsOption,
+    scope: ScopeOption = None,
+    runtime: Annotated[
+        str, typer.Option("--runtime", help="Worker kind: subprocess (default) or pyodide.")
+    ] = "subprocess",
+    isolation: Annotated[
+        str,
+        typer.Option(
+            "--isolation", help="strict (default) or best-effort, as for `ptc run`."
+        ),
+    ] = "strict",
+    mode: Annotated[
+        str,
+        typer.Option("--mode", help="code (default): list run_code only; both: the tools too."),
+    ] = "code",
+    transport: Annotated[
+        str, typer.Option("--transport", help="stdio (default) or http (streamable HTTP).")
+    ] = "stdio",
+    host: Annotated[
+        str, typer.Option("--host", help="The address to bind for http (default 127.0.0.1).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="The port for http (0: any free one).")] = 8765,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            help="For http: require 'Authorization: Bearer TOKEN' (default: $PTC_SERVE_TOKEN).",
+        ),
+    ] = None,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", help="Wall-clock seconds of each run.")
+    ] = None,
+    max_parallel: Annotated[
+        int, typer.Option("--max-parallel", help="Concurrency-safe sub-calls that may overlap.")
+    ] = 10,
+    events: Annotated[
+        str | None,
+        typer.Option("--events", help="Append every event to this JSONL file as it happens."),
+    ] = None,
+) -> None:
+    """Serve run_code (and, with --mode both, the tools) to any MCP client."""
+    from ._serve import ServeOptions, serve_tools
+
+    specs = _read_specs(tools)
+    if specs.schemas:
+        fail(
+            f"`ptc serve` needs a registry whose tools it can call; {specs.schemas[0].path} "
+            "is a file of tool schemas, which only `ptc sdk` reads"
+        )
+    try:
+        tool_set = specs.tool_set()
+        tool_set.registry.check_scope(scope)  # before any server is started
+    except (ToolSpecError, UnknownScopeError) as exc:
+        fail(str(exc))
+    options = ServeOptions(
+        scope=scope,
+        runtime=runtime,
+        isolation=isolation,
+        mode=mode,
+        transport=transport,
+        host=host,
+        port=port,
+        token=token,
+        timeout=timeout,
+        max_parallel=max_parallel,
+        events_path=events,
+    )
+    try:
+        with _warnings_on_stderr():
+            exit_code = serve_tools(tool_set, options)
     except (ToolSpecError, UnknownScopeError, ValueError) as exc:
         fail(str(exc))
     raise typer.Exit(exit_code)
