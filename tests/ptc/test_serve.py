@@ -341,3 +341,21 @@ def test_bad_options_are_one_line_and_exit_2() -> None:
         assert process.returncode == 2, (extra, process.stderr)
         assert message in process.stderr and "Traceback" not in process.stderr
         assert process.stdout == ""  # stdout is the MCP channel
+
+
+async def test_concurrent_runs_from_a_client_run_concurrently(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "tools.log"
+    monkeypatch.setenv("SERVE_TEST_LOG", str(log))
+    async with in_process() as (client, _):
+        async with anyio.create_task_group() as tasks:
+            for n in range(3):
+                tasks.start_soon(
+                    client.call_tool, "run_code", run_code(f"await tools.wait({{'n': {n}}})")
+                )
+            # all three programs are inside their tool call at once
+            await poll_until(lambda: log.exists() and log.read_text().count("started") == 3)
+            tasks.cancel_scope.cancel()
+        answered = await client.call_tool("run_code", run_code("return 'still serving'"))
+    assert answered.structured_content == {"logs": [], "result": "still serving"}
