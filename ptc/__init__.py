@@ -5,6 +5,9 @@ the model input (the ``run_code`` schema and the ``tools:sdk`` section),
 ``execute(batch)`` runs the model's calls, ``run_code(code)`` runs one program.
 """
 
+from ._budget import DEFAULT_OUTPUT_BUDGET as DEFAULT_OUTPUT_BUDGET
+from ._budget import OutputSpill as OutputSpill
+from ._budget import SpillHook as SpillHook
 from ._events import DispatchLogHook as DispatchLogHook
 from ._events import EventSink as EventSink
 from ._events import PtcDispatchLog as PtcDispatchLog
@@ -29,6 +32,7 @@ from ._render import render_run_result as render_run_result
 __all__ = [
     "CODE_ONLY_RULE",
     "CODE_RUN_FAILED",
+    "DEFAULT_OUTPUT_BUDGET",
     "DUPLICATE_CALL_ID",
     "EXECUTOR_BUSY",
     "MALFORMED_CALL",
@@ -42,7 +46,9 @@ __all__ = [
     "ExecutorBusyError",
     "ExecutorConfigError",
     "ModelCall",
+    "OutputSpill",
     "PtcDispatchLog",
+    "SpillHook",
     "ToolCallEvent",
     "ToolResultEvent",
     "format_json",

@@ -272,6 +272,15 @@ def run_command(
     timeout: Annotated[
         float | None, typer.Option("--timeout", help="Wall-clock seconds for the whole run.")
     ] = None,
+    output_budget: Annotated[
+        str | None,
+        typer.Option(
+            "--output-budget",
+            metavar="N|off",
+            help="Characters of the result the model gets (default 30000): longer output "
+            "is cut to its head and tail around a marker line; off: all of it.",
+        ),
+    ] = None,
     events: Annotated[
         str | None,
         typer.Option("--events", help="Append every event to this JSONL file as it happens."),
@@ -297,7 +306,15 @@ def run_command(
     What the program prints is shown on stderr as it happens (a burst of 50
     lines, then 20 a second); the output at the end, on stdout, has every line.
     """
+    from ._budget import DEFAULT_OUTPUT_BUDGET, parse_output_budget
     from ._run import RunOptions, run_program
+
+    try:
+        budget = (
+            DEFAULT_OUTPUT_BUDGET if output_budget is None else parse_output_budget(output_budget)
+        )
+    except ValueError as exc:
+        fail(str(exc))
 
     specs = _read_specs(tools)
     if specs.schemas:
@@ -324,6 +341,7 @@ def run_command(
         mode=mode,
         max_parallel=max_parallel,
         timeout=timeout,
+        output_budget=budget,
         events_path=events,
         as_json=as_json,
         live=not (quiet or as_json),

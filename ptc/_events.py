@@ -4,7 +4,9 @@ Every event is a JSON-serializable ``dict`` with ``type``, ``id`` and ``time``
 (epoch seconds). Types:
 
 - ``tool/call``: an outer model call starts (``name``, ``arguments``).
-- ``tool/result``: it settled (``name``, ``is_error``, ``content``, ``error``?).
+- ``tool/result``: it settled (``name``, ``is_error``, ``content``, ``error``?;
+  ``truncated``: ``{chars, cut, budget}`` when the output budget cut its
+  content, which is then what the model got: the whole goes to ``on_spill``).
 - ``tool/ptc-dispatch-start``: a program's sub-call entered the pipeline
   (``parent_id``, ``name``, ``arguments``; never a schema or description).
 - ``tool/ptc-dispatch``: that sub-call settled, exactly once (``parent_id``,
@@ -69,6 +71,7 @@ class ToolResultEvent(TypedDict, total=False):
     abandoned: bool
     isolation: dict[str, Any]
     abandoned_sub_calls: list[str]
+    truncated: dict[str, int]
 
 
 EventSink: TypeAlias = Callable[[dict[str, Any]], None]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -34,6 +35,16 @@ from runtime import Isolation, Limits, RunOutcome, Runtime, get_runtime
 from sdkgen import render_sdk
 
 from ._bridge import Bridge, Settlement, SubCall
+from ._budget import (
+    DEFAULT_OUTPUT_BUDGET,
+    OutputBudget,
+    OutputSpill,
+    SpillHook,
+    Truncation,
+    apply_output_budget,
+    check_output_budget,
+    over_budget,
+)
 from ._calls import ModelCall, PlannedCall, new_call_id, plan_batch
 from ._delivery import FLUSH_GRACE_SECONDS, EventDelivery
 from ._events import DispatchLogHook, EventSink, call_event, progress_event, result_event
@@ -69,7 +80,27 @@ RUN_CODE_PARAMETERS: dict[str, Any] = {
 }
 RUN_RESULT_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"logs": {"type": "array", "items": {"type": "string"}}, "result": {}},
+    "properties": {
+        "logs": {"type": "array", "items": {"type": "string"}},
+        "result": {},
+        "truncated": {
+            "type": "object",
+            "description": (
+                "Present when the output was cut to the output budget: `chars` in all, "
+                "`cut` of them, the `budget`; `result` says the result became its text "
+                "(`string`) or its JSON text (`json`), cut."
+            ),
+            "properties": {
+                "chars": {"type": "integer"},
+                "cut": {"type": "integer"},
+                "budget": {"type": "integer"},
+                "result": {"enum": ["string", "json"]},
+                "note": {"type": "string"},
+            },
+            "required": ["chars", "cut", "budget"],
+            "additionalProperties": False,
+        },
+    },
     "required": ["logs"],
     "additionalProperties": False,
 }
@@ -88,8 +119,10 @@ class _OuterCall:
     """
 
     settlement: Settlement
+    output_budget: OutputBudget = DEFAULT_OUTPUT_BUDGET
     isolation: Isolation | None = None
     abandoned: list[SubCall] = field(default_factory=list)
+    truncation: Truncation | None = None
 
 
 _OUTER: ContextVar[_OuterCall | None] = ContextVar("ptc_outer_call", default=None)
@@ -144,6 +177,16 @@ class CodeExecutor:
             returns within its wall clock plus ``settle_grace`` plus 0.1 s for
             the event sink (:data:`ptc._delivery.FLUSH_GRACE_SECONDS`).
             Without the block, nothing is abandoned: the run waits.
+        output_budget: characters of a ``run_code`` result the model gets
+            (30,000 by default; ``math.inf``: no budget). Longer content is cut
+            to its head and tail around a marker line, and so is the value's
+            part over its share (see ``ptc._budget``). A call's own
+            ``output_budget`` overrides it.
+        on_spill: hook called with an :class:`OutputSpill` (the call id and the
+            whole, uncut result) whenever a result was cut, before the
+            ``tool/result`` event; a ``str`` it returns (e.g. where it saved the
+            output) is added to the marker. Sync or async; raising is contained.
+            ``dispatch_log`` is the counterpart for sub-calls' logged content.
         limits: the runtime limits of each program.
         on_event: sink for ``tool/*`` event dicts (see ``ptc._events``), called
             in order from a delivery thread of the executor's own, never on the
@@ -163,6 +206,8 @@ class CodeExecutor:
         max_concurrent_runs: int = 16,
         max_queued_runs: int = 64,
         settle_grace: float = 0.5,
+        output_budget: OutputBudget = DEFAULT_OUTPUT_BUDGET,
+        on_spill: SpillHook | None = None,
         limits: Limits | None = None,
         on_event: EventSink | None = None,
         dispatch_log: DispatchLogHook | None = None,
@@ -187,6 +232,10 @@ class CodeExecutor:
             raise ExecutorConfigError(
                 f"settle_grace must be a non-negative number of seconds, got {settle_grace!r}"
             )
+        try:
+            self.output_budget = check_output_budget(output_budget)
+        except ValueError as exc:
+            raise ExecutorConfigError(str(exc)) from None
         if not isinstance(runtime, str | Runtime):
             raise ExecutorConfigError(f"runtime must be a name or a Runtime, got {runtime!r}")
         if isolation not in (None, "strict", "best-effort"):
@@ -209,6 +258,7 @@ class CodeExecutor:
         self.limits = limits
         self.on_event = on_event
         self.dispatch_log = dispatch_log
+        self.on_spill = on_spill
         self._runtime_spec = runtime
         self._runtime: Runtime | None = runtime if isinstance(runtime, Runtime) else None
         self._owns_runtime = not isinstance(runtime, Runtime)
@@ -226,7 +276,9 @@ class CodeExecutor:
             parameters=RUN_CODE_PARAMETERS,
             output=ToolOutput(
                 schema=RUN_RESULT_SCHEMA,
-                render=lambda _args, value: _render_run(value, self._output_budget()),
+                render=lambda _args, value: _render_run(
+                    value, self._output_limit(), self._budget_now()
+                ),
             ),
             execute=self._run_code_body,
         )
@@ -279,19 +331,22 @@ class CodeExecutor:
         signal: AbortSignal | None = None,
         *,
         call_id: str | None = None,
+        output_budget: OutputBudget | None = None,
     ) -> ToolResult:
         """Run one program as an outer ``run_code`` call (through the pipeline).
 
         ``call_id`` defaults to a fresh ``run_code-<12 hex digits>``, so the ids
-        of its events and sub-calls are unique across calls.
+        of its events and sub-calls are unique across calls. ``output_budget``
+        overrides the executor's for this call (``None``: the executor's).
         """
         self.registry.check_scope(scope)  # a caller's typo raises, before any event
+        budget = self._budget_of(output_budget)
         if call_id is None:
             call_id = new_call_id(RUN_CODE)
         call = ModelCall(
             call_id=call_id, name=RUN_CODE, arguments={"code": code, "description": description}
         )
-        return await self._outer(PlannedCall(call=call, event_id=call_id), scope, signal)
+        return await self._outer(PlannedCall(call=call, event_id=call_id), scope, signal, budget)
 
     async def execute(
         self,
@@ -299,6 +354,7 @@ class CodeExecutor:
         *,
         scope: str | None = None,
         signal: AbortSignal | None = None,
+        output_budget: OutputBudget | None = None,
     ) -> BatchResult:
         """Run a batch of model calls with the native scheduling contract.
 
@@ -307,8 +363,11 @@ class CodeExecutor:
         Results come back in input order, with every call's additional contexts
         after them in the same order. A malformed item or a repeated id is an
         error result of its own (see ``ptc._calls``); the rest of the batch runs.
+        ``output_budget`` overrides the executor's for the batch's ``run_code``
+        calls (``None``: the executor's).
         """
         self.registry.check_scope(scope)  # a caller's typo raises, before any event
+        budget = self._budget_of(output_budget)
         planned = plan_batch(batch)
         results: list[ToolResult | None] = [None] * len(planned)
         index = 0
@@ -324,7 +383,7 @@ class CodeExecutor:
 
             async def run_one(i: int, limiter: anyio.CapacityLimiter) -> None:
                 async with limiter:
-                    results[i] = await self._outer(planned[i], scope, signal)
+                    results[i] = await self._outer(planned[i], scope, signal, budget)
 
             async with anyio.create_task_group() as tg:
                 for i in group:
@@ -348,11 +407,15 @@ class CodeExecutor:
         )
 
     async def _outer(
-        self, planned: PlannedCall, scope: str | None, signal: AbortSignal | None
+        self,
+        planned: PlannedCall,
+        scope: str | None,
+        signal: AbortSignal | None,
+        budget: OutputBudget,
     ) -> ToolResult:
         """One outer call: exactly one ``tool/call`` and one ``tool/result``, whatever happens."""
         call = planned.call
-        state = _OuterCall(settlement=Settlement(self.settle_grace))
+        state = _OuterCall(settlement=Settlement(self.settle_grace), output_budget=budget)
         self._publish(call_event(planned.event_id, call.name, call.arguments))
         token = _OUTER.set(state)
         roots = self._active_roots
@@ -379,6 +442,8 @@ class CodeExecutor:
                 result: ToolResult = planned.failure
             else:
                 result = await self._dispatch_outer(call, scope, signal)
+                if call.name == RUN_CODE and self.mode != "native":
+                    result = await self._budgeted(call.call_id, scope, result, state)
         except BaseException as exc:
             # Cancelled (or worse): the call still gets its result event, then
             # the exception goes on.
@@ -393,6 +458,56 @@ class CodeExecutor:
         sequence = self._publish(self._result_event(planned, result, state))
         await self._delivery.flush(sequence, FLUSH_GRACE_SECONDS)
         return result
+
+    def _budget_of(self, output_budget: OutputBudget | None) -> OutputBudget:
+        """A call's budget: its own, or the executor's (``None``)."""
+        if output_budget is None:
+            return self.output_budget
+        try:
+            return check_output_budget(output_budget)
+        except ValueError as exc:
+            raise ExecutorConfigError(str(exc)) from None
+
+    def _budget_now(self) -> OutputBudget:
+        """The budget of the outer call running in this context (the executor's by default)."""
+        state = _OUTER.get()
+        return self.output_budget if state is None else state.output_budget
+
+    async def _budgeted(
+        self, call_id: str, scope: str | None, result: ToolResult, state: _OuterCall
+    ) -> ToolResult:
+        """``result`` within the call's output budget; the whole of it to ``on_spill`` first."""
+        budget = state.output_budget
+        if not over_budget(result, budget):
+            return result
+        note = await self._spilled(
+            OutputSpill(call_id=call_id, scope=scope, budget=int(budget), result=result)
+        )
+        result, state.truncation = apply_output_budget(result, budget, note)
+        if state.truncation is not None and (result.meta is None or isinstance(result.meta, dict)):
+            result = dataclasses.replace(
+                result, meta={**(result.meta or {}), "truncated": state.truncation.to_json()}
+            )
+        return result
+
+    async def _spilled(self, spill: OutputSpill) -> str | None:
+        """What ``on_spill`` says of ``spill`` (``None``: no hook, no note, or it raised)."""
+        hook = self.on_spill
+        if hook is None:
+            return None
+        try:
+            note = hook(spill)
+            if inspect.isawaitable(note):
+                note = await note
+        except Exception:
+            logger.exception("the on_spill hook raised for %s", spill.call_id)
+            return None
+        if note is not None and not isinstance(note, str):
+            logger.warning(
+                "the on_spill hook returned a %s, not a str: no note", type(note).__name__
+            )
+            return None
+        return note
 
     def _on_progress(
         self, execution: ToolExecution, progress: float, total: float | None, message: str | None
@@ -423,6 +538,8 @@ class CodeExecutor:
             event["isolation"] = state.isolation.to_json()
         if state.abandoned:
             event["abandoned_sub_calls"] = [sub.sub_id for sub in state.abandoned]
+        if state.truncation is not None:
+            event["truncated"] = state.truncation.to_json()
         return event
 
     async def _dispatch_outer(
@@ -570,7 +687,7 @@ class CodeExecutor:
         limits = self.limits if self.limits is not None else getattr(runtime, "limits", None)
         return limits if isinstance(limits, Limits) else Limits()
 
-    def _output_budget(self) -> int:
+    def _output_limit(self) -> int:
         """The output limit of this executor's runs (the runtime's own by default)."""
         limits = self.limits if self.limits is not None else getattr(self._runtime, "limits", None)
         return (limits if isinstance(limits, Limits) else Limits()).max_output_bytes
@@ -646,15 +763,21 @@ def _abandoned_note(abandoned: Sequence[SubCall], grace: float) -> str:
     return f"; abandoned {what} did not stop within {grace:g}s of the run's end ({goes}): {calls}"
 
 
-def _render_run(value: dict[str, Any], budget: int) -> list[Any]:
-    """The content of a ``run_code`` result, within ``budget`` bytes if its value is.
+def _render_run(value: dict[str, Any], limit: int, budget: OutputBudget) -> list[Any]:
+    """The content of a ``run_code`` result, within ``limit`` bytes if its value is.
 
     The runtime's output limit bounds the ``{logs, result}`` JSON; a result
     pretty-printed (a line per item, indented) can take several times that, so
-    past the budget it is shown compact (never more bytes than its JSON).
+    past the limit it is shown compact (never more bytes than its JSON). So it
+    is past the output budget when compact fits within it (the budget then
+    cuts nothing); otherwise the budget cuts the pretty text.
     """
     text = render_run_result(value)
     result = value.get("result")
-    if type(result) in (dict, list) and 4 * len(text) > budget and len(text.encode()) > budget:
-        text = "\n".join([*value["logs"], orjson.dumps(result).decode()])
+    if type(result) in (dict, list):
+        over_limit = 4 * len(text) > limit and len(text.encode()) > limit
+        if over_limit or len(text) > budget:
+            compact = "\n".join([*value["logs"], orjson.dumps(result).decode()])
+            if over_limit or len(compact) <= budget:
+                text = compact
     return [text_block(text)]

@@ -11,6 +11,7 @@ import orjson
 from registry import ToolRegistry
 from runtime import Limits, RuntimeBackendError, get_runtime
 
+from ._budget import DEFAULT_OUTPUT_BUDGET, OutputBudget, check_output_budget
 from ._executor import CodeExecutor
 from ._toolspec import ToolSet, run_command
 
@@ -25,6 +26,8 @@ class RunOptions:
     mode: str = "code"
     max_parallel: int = 10
     timeout: float | None = None
+    #: Characters of the result shown (the model's budget); ``math.inf``: all of it.
+    output_budget: OutputBudget = DEFAULT_OUTPUT_BUDGET
     events_path: str | None = None
     as_json: bool = False
 
@@ -49,6 +52,7 @@ def run_program(tools: ToolRegistry | ToolSet, code: str, options: RunOptions) -
         raise ValueError("--timeout must be positive")
     if options.isolation not in ("strict", "best-effort"):
         raise ValueError(f"--isolation must be strict or best-effort, got {options.isolation!r}")
+    check_output_budget(options.output_budget, "--output-budget")
     try:
         runtime = get_runtime(options.runtime, isolation=options.isolation)  # type: ignore[arg-type]
     except RuntimeBackendError as exc:
@@ -77,6 +81,7 @@ def run_program(tools: ToolRegistry | ToolSet, code: str, options: RunOptions) -
                 mode=options.mode,  # type: ignore[arg-type]
                 max_parallel_sub_calls=options.max_parallel,
                 limits=limits,
+                output_budget=options.output_budget,
                 on_event=on_event,
             ) as executor,
         ):
