@@ -5,12 +5,15 @@ host; the budget protects the model's context. It counts characters (code
 points) of text, and applies to a ``run_code`` result after the pipeline:
 
 - **Content** (what the model reads): the text blocks, joined by newlines, are
-  cut to the budget when longer, keeping the head (2/3 of the room) and the
-  tail (1/3), on line boundaries where one lies in the outer half of each part,
-  with one marker line between them (:func:`cut_marker`). The cut text,
-  marker included, is at most the budget (only a budget shorter than the
-  marker itself gives the marker alone). A failure's message is cut the same
-  way, on its own.
+  cut to the budget when longer, keeping the head (2/3 of the room the marker
+  leaves) and the tail (1/3), with one marker line between them
+  (:func:`cut_marker`). The head ends at the last line break within its room
+  when that break is in the room's second half (the tail starts after the
+  first break in its room's first half); otherwise the cut falls inside the
+  line. The cut text, marker included, is at most the budget (only a budget
+  shorter than the marker gives the marker alone). ``cut`` counts the
+  characters of the text that neither the head nor the tail shows. A
+  failure's message is cut the same way, on its own.
 - **Value** (``{logs, result}``, an MCP server's ``structuredContent``): the
   logs count as their lines joined by newlines, the result as its own length
   when it is a string, else as its compact JSON text. Within the budget
