@@ -26,6 +26,7 @@ from ._executor import BatchResult as BatchResult
 from ._executor import CallResult as CallResult
 from ._executor import CodeExecutor as CodeExecutor
 from ._executor import ModelCall as ModelCall
+from ._live import LiveLogs as LiveLogs
 from ._render import format_json as format_json
 from ._render import render_run_result as render_run_result
 
@@ -45,6 +46,7 @@ __all__ = [
     "EventSink",
     "ExecutorBusyError",
     "ExecutorConfigError",
+    "LiveLogs",
     "ModelCall",
     "OutputSpill",
     "PtcDispatchLog",

@@ -15,6 +15,14 @@ Every event is a JSON-serializable ``dict`` with ``type``, ``id`` and ``time``
 - ``tool/progress``: a running call (outer or sub-call) reported progress
   (``name``, ``progress``, ``total``?, ``message``?; ``parent_id`` for a sub-call),
   between its start and its settle event.
+- ``tool/ptc-log``: a line the program printed, as the host received it
+  (``id`` is the outer ``run_code`` call's; ``text``, capped with a ``…`` and
+  ``truncated: true`` when longer than ``LiveLogs.max_chars``), between the
+  run's ``tool/call`` and ``tool/result``, among its sub-calls' events in
+  the order things happened. Lines beyond ``LiveLogs``' rate are not sent;
+  one last ``tool/ptc-log`` with ``dropped`` (how many) and a ``text``
+  saying so comes before the ``tool/result``. Only what is shown live is
+  limited: the run's result keeps every line.
 
 Every outer call has exactly one ``tool/call`` and one ``tool/result``,
 whatever ends it (cancellation included), and every sub-call that started
@@ -40,12 +48,19 @@ __all__ = [
     "call_event",
     "dispatch_event",
     "dispatch_start_event",
+    "log_dropped_event",
+    "log_event",
     "progress_event",
     "result_event",
 ]
 
 EventType: TypeAlias = Literal[
-    "tool/call", "tool/result", "tool/ptc-dispatch-start", "tool/ptc-dispatch", "tool/progress"
+    "tool/call",
+    "tool/result",
+    "tool/ptc-dispatch-start",
+    "tool/ptc-dispatch",
+    "tool/progress",
+    "tool/ptc-log",
 ]
 
 
@@ -139,6 +154,28 @@ def progress_event(
     if message is not None:
         event["message"] = message
     return event
+
+
+def log_event(call_id: str, text: str, max_chars: int) -> dict[str, Any]:
+    """A ``tool/ptc-log`` event: one printed line, at most ``max_chars`` characters of it."""
+    event: dict[str, Any] = {"type": "tool/ptc-log", "id": call_id, "text": text}
+    if len(text) > max_chars:
+        event["text"] = text[: max_chars - 1] + "…"
+        event["truncated"] = True
+    event["time"] = time.time()
+    return event
+
+
+def log_dropped_event(call_id: str, dropped: int) -> dict[str, Any]:
+    """The ``tool/ptc-log`` event that says how many lines were not shown live."""
+    lines = "1 line" if dropped == 1 else f"{dropped} lines"
+    return {
+        "type": "tool/ptc-log",
+        "id": call_id,
+        "dropped": dropped,
+        "text": f"{lines} of output not shown live (over the rate limit)",
+        "time": time.time(),
+    }
 
 
 def dispatch_start_event(sub_id: str, parent_id: str, name: str, arguments: Any) -> dict[str, Any]:

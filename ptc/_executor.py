@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import logging
 import math
@@ -49,6 +50,7 @@ from ._calls import ModelCall, PlannedCall, new_call_id, plan_batch
 from ._delivery import FLUSH_GRACE_SECONDS, EventDelivery
 from ._events import DispatchLogHook, EventSink, call_event, progress_event, result_event
 from ._exceptions import CodeRunFailedError, ExecutorBusyError, ExecutorConfigError
+from ._live import LiveLog, LiveLogs
 from ._render import render_run_result
 
 __all__ = ["CODE_ONLY_RULE", "RUN_CODE", "BatchResult", "CallResult", "CodeExecutor", "ModelCall"]
@@ -192,6 +194,10 @@ class CodeExecutor:
             in order from a delivery thread of the executor's own, never on the
             event loop (see ``ptc._delivery``).
         dispatch_log: hook that may replace the *logged* content of a sub-call.
+        live_logs: how a program's printed lines become ``tool/ptc-log``
+            events as they are printed (a burst of 50 lines, then 20 a second,
+            2,000 characters each, by default; see :class:`LiveLogs`);
+            ``None``: no such events. Without ``on_event``, nothing is done.
     """
 
     def __init__(
@@ -211,6 +217,7 @@ class CodeExecutor:
         limits: Limits | None = None,
         on_event: EventSink | None = None,
         dispatch_log: DispatchLogHook | None = None,
+        live_logs: LiveLogs | None = LiveLogs(),  # noqa: B008 - immutable
     ) -> None:
         if mode not in ("native", "code", "both"):
             raise ExecutorConfigError(f"mode must be 'native', 'code' or 'both', got {mode!r}")
@@ -232,6 +239,14 @@ class CodeExecutor:
             raise ExecutorConfigError(
                 f"settle_grace must be a non-negative number of seconds, got {settle_grace!r}"
             )
+        if live_logs is not None:
+            problem = (
+                live_logs.problem()
+                if isinstance(live_logs, LiveLogs)
+                else f"live_logs must be a LiveLogs or None, got {live_logs!r}"
+            )
+            if problem is not None:
+                raise ExecutorConfigError(problem)
         try:
             self.output_budget = check_output_budget(output_budget)
         except ValueError as exc:
@@ -259,6 +274,7 @@ class CodeExecutor:
         self.on_event = on_event
         self.dispatch_log = dispatch_log
         self.on_spill = on_spill
+        self.live_logs = live_logs
         self._runtime_spec = runtime
         self._runtime: Runtime | None = runtime if isinstance(runtime, Runtime) else None
         self._owns_runtime = not isinstance(runtime, Runtime)
@@ -668,15 +684,31 @@ class CodeExecutor:
             publish=None if self.on_event is None else self._publish,
             dispatch_log=self.dispatch_log,
         )
+        tool_names = [d.name for d in self.registry.definitions(ctx.scope)]
+        live = None
+        if self.on_event is not None and self.live_logs is not None and _takes_on_log(runtime):
+            live = LiveLog(self._publish, ctx.call_id, self.live_logs)
         try:
-            outcome = await runtime.run(
-                code,
-                tool_names=[d.name for d in self.registry.definitions(ctx.scope)],
-                call_tool=bridge.call_tool,
-                limits=limits,
-                cancel=ctx.signal,
-            )
+            if live is None:  # (a runtime written before on_log existed works as before)
+                outcome = await runtime.run(
+                    code,
+                    tool_names=tool_names,
+                    call_tool=bridge.call_tool,
+                    limits=limits,
+                    cancel=ctx.signal,
+                )
+            else:
+                outcome = await runtime.run(
+                    code,
+                    tool_names=tool_names,
+                    call_tool=bridge.call_tool,
+                    limits=limits,
+                    cancel=ctx.signal,
+                    on_log=live,
+                )
         finally:
+            if live is not None:
+                live.close()  # the count of lines dropped, before the result's event
             bridge.settle()
             state.abandoned.extend(await bridge.drain())
         state.isolation = outcome.isolation
@@ -740,6 +772,22 @@ class CodeExecutor:
                 await task_group.__aexit__(None, None, None)
         finally:
             await self.aclose()
+
+
+@functools.cache
+def _takes_on_log_type(kind: type[Runtime]) -> bool:
+    try:
+        parameters = inspect.signature(kind.run).parameters
+    except (TypeError, ValueError):
+        return False
+    return "on_log" in parameters or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+    )
+
+
+def _takes_on_log(runtime: Runtime) -> bool:
+    """Whether ``runtime.run`` accepts ``on_log`` (a runtime written before it may not)."""
+    return _takes_on_log_type(type(runtime))
 
 
 def _ended_by(exc: BaseException, state: _OuterCall) -> ToolFailure:

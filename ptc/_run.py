@@ -30,6 +30,8 @@ class RunOptions:
     output_budget: OutputBudget = DEFAULT_OUTPUT_BUDGET
     events_path: str | None = None
     as_json: bool = False
+    #: Print each line the program prints to stderr as it happens (``--quiet`` turns it off).
+    live: bool = False
 
 
 def run_program(tools: ToolRegistry | ToolSet, code: str, options: RunOptions) -> int:
@@ -66,11 +68,19 @@ def run_program(tools: ToolRegistry | ToolSet, code: str, options: RunOptions) -
         except OSError as exc:
             raise ValueError(f"cannot open {options.events_path}: {exc.strerror}") from exc
 
+    live = options.live
+
     def on_event(event: dict[str, Any]) -> None:
+        nonlocal live
         collected.append(event)
         if sink_file is not None:
             sink_file.write(orjson.dumps(event) + b"\n")
             sink_file.flush()
+        if live and event["type"] == "tool/ptc-log":
+            try:
+                _show_live(event)
+            except (OSError, ValueError):  # stderr is closed or gone: the run goes on
+                live = False
 
     async def go() -> Any:
         async with (
@@ -107,6 +117,16 @@ def run_program(tools: ToolRegistry | ToolSet, code: str, options: RunOptions) -
         text = "\n".join(b.get("text", "") for b in result.content if b.get("type") == "text")
         sys.stdout.write(text + "\n")
     return 1 if result.is_error else 0
+
+
+def _show_live(event: dict[str, Any]) -> None:
+    """A ``tool/ptc-log`` event on stderr: the line as printed, or ``ptc:`` and what was dropped.
+
+    (Called from the executor's delivery thread, one event at a time.)
+    """
+    text = event["text"] if "dropped" not in event else f"ptc: {event['text']}"
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
 
 
 def _shown(payload: dict[str, Any]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import logging
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -21,6 +22,8 @@ from runtime._program import ToolCallError as _ToolCallError  # the workers' own
 from runtime._program import Tools as _WorkerTools
 
 __all__ = ["InProcessRuntime"]
+
+logger = logging.getLogger("ptc")
 
 _FILENAME = "<program>"
 
@@ -45,8 +48,9 @@ class InProcessRuntime(Runtime):
 
     It keeps the runtime contract that executors rely on: program semantics
     (body of an ``async def``), ``tools``/``ToolCallError``, captured ``print``,
-    JSON results, the wall-clock and tool-call limits, and cancellation. The
-    host loop must be asyncio.
+    JSON results, the wall-clock and tool-call limits, and cancellation
+    (and ``on_log``: each printed line as it is printed). The host loop must
+    be asyncio.
     """
 
     name = "in-process"
@@ -63,13 +67,17 @@ class InProcessRuntime(Runtime):
         call_tool: CallTool,
         limits: Limits | None = None,
         cancel: CancelSignal | None = None,
+        on_log: Callable[[str], None] | None = None,
     ) -> RunOutcome:
         self.runs += 1
         limits = limits or self.limits
         printed: list[str] = []
         calls = 0
+        live = _LiveLines(on_log) if on_log is not None else None
 
         def logs() -> list[str]:
+            if live is not None:
+                live.finish()  # the last partial line is a line of the logs too
             return "".join(printed).splitlines()
 
         try:
@@ -105,7 +113,10 @@ class InProcessRuntime(Runtime):
             *values: Any, sep: str | None = " ", end: str | None = "\n", **_: Any
         ) -> None:
             text = (sep if sep is not None else " ").join(str(v) for v in values)
-            printed.append(text + (end if end is not None else "\n"))
+            text += end if end is not None else "\n"
+            printed.append(text)
+            if live is not None:
+                live.write(text)
 
         namespace: dict[str, Any] = {
             "__name__": "__program__",
@@ -174,3 +185,40 @@ class InProcessRuntime(Runtime):
                 tool_calls=calls,
             )
         return outcome
+
+
+class _LiveLines:
+    """``on_log`` of one run: each line of the printed text, as ``str.splitlines`` cuts the whole."""
+
+    __slots__ = ("_failed", "_on_log", "_pending")
+
+    def __init__(self, on_log: Callable[[str], None]) -> None:
+        self._on_log = on_log
+        self._pending = ""  # the start of a line not yet complete
+        self._failed = False
+
+    def write(self, text: str) -> None:
+        lines = (self._pending + text).splitlines(keepends=True)
+        last = lines[-1] if lines else ""
+        # A line still open, or a "\r" that a "\n" may follow (one line break).
+        if last and (last.splitlines()[0] == last or last.endswith("\r")):
+            self._pending = lines.pop()
+        else:
+            self._pending = ""
+        for line in lines:
+            self._tell(line.splitlines()[0])
+
+    def finish(self) -> None:
+        pending, self._pending = self._pending, ""
+        for line in pending.splitlines():
+            self._tell(line)
+
+    def _tell(self, line: str) -> None:
+        try:
+            self._on_log(line)
+        except Exception:
+            if self._failed:
+                logger.debug("on_log raised again", exc_info=True)
+            else:
+                self._failed = True
+                logger.exception("on_log raised (the run goes on)")

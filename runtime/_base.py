@@ -226,6 +226,7 @@ class Runtime(abc.ABC):
         call_tool: CallTool,
         limits: Limits | None = None,
         cancel: CancelSignal | None = None,
+        on_log: Callable[[str], None] | None = None,
     ) -> RunOutcome:
         """Run ``code`` in a fresh worker and return its outcome.
 
@@ -233,6 +234,13 @@ class Runtime(abc.ABC):
         the calling task kills the worker and propagates; firing ``cancel`` kills
         the worker and returns a ``cancelled`` outcome. Every tool call started
         through ``call_tool`` has settled when this returns.
+
+        ``on_log``, when given, sees the program's output as it happens: it is
+        called on the event loop, synchronously, once per line the program
+        printed, in order, as the host receives it (the lines
+        :attr:`RunOutcome.logs` will hold; never a line past the output limit,
+        never after this returns). What it raises is logged and changes
+        nothing about the run.
         """
 
     async def aclose(self) -> None:

@@ -31,7 +31,7 @@ import os
 import shutil
 import signal
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -231,6 +231,7 @@ class PyodideRuntime(Runtime):
         call_tool: CallTool,
         limits: Limits | None = None,
         cancel: CancelSignal | None = None,
+        on_log: Callable[[str], None] | None = None,
     ) -> RunOutcome:
         names = checked_run_arguments(code, tool_names)
         limits = limits if limits is not None else self._limits
@@ -239,7 +240,7 @@ class PyodideRuntime(Runtime):
             return dataclasses.replace(outcome, isolation=self._isolation)
         worker = self._acquire(self._profile(limits))
         try:
-            outcome = await self._drive(worker, code, names, call_tool, limits, cancel)
+            outcome = await self._drive(worker, code, names, call_tool, limits, cancel, on_log)
             return dataclasses.replace(outcome, isolation=self._isolation)
         finally:
             if self._closed:  # nobody would collect it later
@@ -282,6 +283,7 @@ class PyodideRuntime(Runtime):
         call_tool: CallTool,
         limits: Limits,
         cancel: CancelSignal | None,
+        on_log: Callable[[str], None] | None,
     ) -> RunOutcome:
         # Wait for "ready" (or a dead worker) before the program's clock starts:
         # loading Pyodide is the runtime's time, bounded on its own.
@@ -316,6 +318,7 @@ class PyodideRuntime(Runtime):
                 runners=self._runners,
                 deadlines=self._deadlines,
                 memory_baseline=worker.rss_bytes(),  # Deno's own, not the program's
+                on_log=on_log,
             )
             watchers.cancel_scope.cancel()
         if not worker.finished and outcome.kind in ("crashed", "memory", "timeout"):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import logging
 import os
 import signal
 import socket
@@ -42,6 +43,8 @@ from ._protocol import HEADER, ProtocolError, encode_frame, parse_worker_frame
 from ._runners import CallRunners, InContext
 
 __all__ = ["drive_run"]
+
+logger = logging.getLogger("runtime")
 
 # After the channel closed without a final frame: how long the zygote gets to
 # report the exit status before the worker is killed (and then reported).
@@ -75,6 +78,7 @@ async def drive_run(
     runners: CallRunners | None = None,
     deadlines: Deadlines | None = None,
     memory_baseline: int = 0,
+    on_log: Callable[[str], None] | None = None,
 ) -> RunOutcome:
     """Run ``code`` on ``worker`` and return its outcome; the caller kills the worker.
 
@@ -89,6 +93,8 @@ async def drive_run(
     ``memory_baseline`` is the worker's resident memory before the program
     (Deno's own, for the Pyodide worker): not the program's when the kernel's
     account of its peak is weighed against the memory limit.
+    ``on_log``, when given, is called with each line of output as its frame
+    is read (see ``Runtime.run``).
     """
     names = frozenset(tool_names)
     fields: dict[str, Any] = {
@@ -118,7 +124,9 @@ async def drive_run(
         sent = 0
     except OSError:
         sent = len(data)
-    session = _Session(worker, names, call_tool, limits, runners, deadlines, memory_baseline)
+    session = _Session(
+        worker, names, call_tool, limits, runners, deadlines, memory_baseline, on_log
+    )
     return await session.run(
         memoryview(data)[sent:] if sent < len(data) else None, cancel, while_waiting
     )
@@ -160,8 +168,10 @@ class _Session:
         "exit_stack",
         "jobs",
         "limits",
+        "log_failed",
         "logs",
         "memory_baseline",
+        "on_log",
         "outcome",
         "output",
         "queued",
@@ -180,8 +190,11 @@ class _Session:
         runners: CallRunners | None,
         deadlines: Deadlines | None = None,
         memory_baseline: int = 0,
+        on_log: Callable[[str], None] | None = None,
     ) -> None:
         self.worker = worker
+        self.on_log = on_log
+        self.log_failed = False
         self.memory_baseline = memory_baseline
         self.deadlines = deadlines
         self.tool_names = tool_names
@@ -491,9 +504,14 @@ class _Session:
                         outcome = self.output_limit()
                         break
                     if newlines:
-                        self.logs.extend(text.split("\n"))
+                        lines = text.split("\n")
+                        self.logs.extend(lines)
+                        if self.on_log is not None:
+                            self.tell(lines)
                     else:
                         self.logs.append(text)
+                        if self.on_log is not None:
+                            self.tell((text,))
                 elif kind == "overflow":  # counted, never shown
                     self.output += len(payload)
                     if self.output > limits.max_output_bytes:
@@ -534,6 +552,27 @@ class _Session:
             outcome = self.failure("protocol", f"the worker broke the protocol: {exc}")
         self.decide(outcome)
         return _STOP
+
+    def tell(self, lines: Sequence[str]) -> None:
+        """Pass ``lines`` to ``on_log``, in a copy of the run's caller's context.
+
+        (The task reading may be a runner shared with other runs.) What the
+        callback raises is contained: logged with its traceback the first time
+        in a run, at debug level after that (a callback broken for good must
+        not flood the log with a traceback per line).
+        """
+        on_log = self.on_log
+        assert on_log is not None
+        context = self.context.copy()
+        for line in lines:
+            try:
+                context.run(on_log, line)
+            except Exception:
+                if self.log_failed:
+                    logger.debug("on_log raised again", exc_info=True)
+                else:
+                    self.log_failed = True
+                    logger.exception("on_log raised (the run goes on)")
 
     def hand_over(self, call: _Call | None) -> bool:
         """Give ``call`` (``None``: the reading) to a runner.

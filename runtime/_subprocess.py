@@ -18,7 +18,7 @@ import dataclasses
 import functools
 import math
 import sys
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Final, Literal, TypeAlias
 
 from ._base import (
@@ -212,6 +212,7 @@ class SubprocessRuntime(Runtime):
         call_tool: CallTool,
         limits: Limits | None = None,
         cancel: CancelSignal | None = None,
+        on_log: Callable[[str], None] | None = None,
     ) -> RunOutcome:
         names = checked_run_arguments(code, tool_names)
         limits = limits if limits is not None else self._limits
@@ -237,6 +238,7 @@ class SubprocessRuntime(Runtime):
                 while_waiting=None if self._pool.maintained else self._pool.tidy,
                 runners=self._runners,
                 deadlines=self._deadlines,
+                on_log=on_log,
             )
         finally:
             self._pool.release(worker)

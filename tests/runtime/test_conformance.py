@@ -687,3 +687,105 @@ async def test_a_result_too_big_for_any_frame(runtime: Runtime) -> None:
     assert within.kind == "exception", within.message
     assert "over the message limit" in within.message
     assert within.logs == ["before"]
+
+
+# --------------------------------------------------------------------------- live output (on_log)
+
+
+async def test_on_log_sees_each_line_as_the_program_prints_it(runtime: Runtime) -> None:
+    # When the program's tool call arrives, the lines printed before it have
+    # been passed on already: on_log runs as each log frame is read.
+    seen: list[str] = []
+
+    async def call_tool(name: str, args: Any) -> ToolAnswer:
+        return ToolAnswer.success(list(seen))
+
+    code = (
+        "print('one')\n"
+        "print('two\\nthree')\n"
+        "print('half', end='')\n"
+        "before = await tools.snapshot({})\n"
+        "print(' and half')\n"
+        "print('no newline', end='')\n"
+        "return before\n"
+    )
+    outcome = await runtime.run(
+        code, tool_names=["snapshot"], call_tool=call_tool, on_log=seen.append
+    )
+    assert outcome.ok, outcome.message
+    assert outcome.result == ["one", "two", "three"]  # not the half line: not a line yet
+    assert seen == outcome.logs == ["one", "two", "three", "half and half", "no newline"]
+
+
+async def test_on_log_lines_are_the_logs_of_a_failed_run(runtime: Runtime) -> None:
+    seen: list[str] = []
+    outcome = await runtime.run(
+        "print('step 1')\nprint('step 2')\n1/0\n",
+        tool_names=[],
+        call_tool=ToolBox(),
+        on_log=seen.append,
+    )
+    assert outcome.kind == "exception", outcome.message
+    assert seen == outcome.logs == ["step 1", "step 2"]
+
+
+async def test_on_log_gets_no_line_past_the_output_limit(runtime: Runtime) -> None:
+    seen: list[str] = []
+    outcome = await runtime.run(
+        "for i in range(100000):\n    print('x' * 100)",
+        tool_names=[],
+        call_tool=ToolBox(),
+        limits=Limits(max_output_bytes=10_000),
+        on_log=seen.append,
+    )
+    assert outcome.kind == "output_limit", outcome.message
+    assert 0 < len(seen) <= 100
+    assert seen == outcome.logs
+
+
+async def test_an_on_log_that_raises_changes_nothing(
+    runtime: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    calls: list[str] = []
+
+    def on_log(line: str) -> None:
+        calls.append(line)
+        raise RuntimeError(f"broken sink on {line}")
+
+    with caplog.at_level("DEBUG", logger="runtime"):
+        outcome = await runtime.run(
+            "print('a')\nprint('b')\nx = await tools.echo({'v': 1})\nprint('c')\nreturn x",
+            tool_names=TOOL_NAMES,
+            call_tool=ToolBox(),
+            on_log=on_log,
+        )
+    assert outcome.ok, outcome.message
+    assert outcome.result == {"v": 1}
+    assert calls == outcome.logs == ["a", "b", "c"]  # still called for every line
+    failures = [r for r in caplog.records if r.name == "runtime" and r.exc_info]
+    # The first failure with its traceback, the others only at debug level.
+    assert [r.levelname for r in failures] == ["ERROR", "DEBUG", "DEBUG"]
+    assert "broken sink on a" in str(failures[0].exc_info[1])  # type: ignore[index]
+
+
+async def test_on_log_runs_in_the_callers_context(runtime: Runtime) -> None:
+    # Also when the line is read by a task answering calls (after a burst).
+    seen: list[tuple[str, str]] = []
+    code = (
+        "import asyncio\n"
+        "print('first')\n"
+        "await asyncio.gather(*[tools.echo({'i': i}) for i in range(20)])\n"
+        "print('after the burst')\n"
+    )
+    token = _request_id.set("run 7")
+    try:
+        outcome = await runtime.run(
+            code,
+            tool_names=TOOL_NAMES,
+            call_tool=ToolBox(),
+            on_log=lambda line: seen.append((line, _request_id.get())),
+        )
+    finally:
+        _request_id.reset(token)
+    assert outcome.ok, outcome.message
+    assert seen == [("first", "run 7"), ("after the burst", "run 7")]
