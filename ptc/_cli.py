@@ -395,10 +395,25 @@ def serve_command(
         str | None,
         typer.Option("--events", help="Append every event to this JSONL file as it happens."),
     ] = None,
+    output_budget: Annotated[
+        str | None,
+        typer.Option(
+            "--output-budget",
+            metavar="N|off",
+            help="Characters of each run's result the model gets (default 30000); off: all.",
+        ),
+    ] = None,
 ) -> None:
     """Serve run_code (and, with --mode both, the tools) to any MCP client."""
+    from ._budget import DEFAULT_OUTPUT_BUDGET, parse_output_budget
     from ._serve import ServeOptions, serve_tools
 
+    try:
+        budget = (
+            DEFAULT_OUTPUT_BUDGET if output_budget is None else parse_output_budget(output_budget)
+        )
+    except ValueError as exc:
+        fail(str(exc))
     specs = _read_specs(tools)
     if specs.schemas:
         fail(
@@ -422,6 +437,7 @@ def serve_command(
         timeout=timeout,
         max_parallel=max_parallel,
         events_path=events,
+        output_budget=budget,
     )
     try:
         with _warnings_on_stderr():

@@ -46,6 +46,7 @@ import anyio.lowlevel
 
 from registry import ToolExecution, ToolResult
 
+from ._budget import DEFAULT_OUTPUT_BUDGET, OutputBudget
 from ._events import EventSink
 from ._executor import (
     CODE_ONLY_RULE,
@@ -534,6 +535,7 @@ class ServeOptions:
     timeout: float | None = None
     max_parallel: int = 10
     events_path: str | None = None
+    output_budget: OutputBudget = DEFAULT_OUTPUT_BUDGET
 
 
 _LOOPBACK: Final = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -609,6 +611,7 @@ def serve_tools(tools: Any, options: ServeOptions) -> int:
                 max_parallel_sub_calls=options.max_parallel,
                 limits=limits,
                 on_event=on_event if events is not None else None,
+                output_budget=options.output_budget,
             ) as executor,
         ):
             server = CodeModeServer(executor, scope=options.scope)

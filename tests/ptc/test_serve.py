@@ -41,11 +41,20 @@ def serve_registry() -> ToolRegistry:
 
 @asynccontextmanager
 async def in_process(
-    *, mode: str = "code", events: list[dict[str, Any]] | None = None, **client: Any
+    *,
+    mode: str = "code",
+    events: list[dict[str, Any]] | None = None,
+    budget: int = 30_000,
+    **client: Any,
 ) -> AsyncIterator[tuple[Client, CodeModeServer]]:
     registry = serve_registry()
     sink = events.append if events is not None else None
-    async with CodeExecutor(registry, mode=mode, on_event=sink) as executor:  # type: ignore[arg-type]
+    async with CodeExecutor(
+        registry,
+        mode=mode,  # type: ignore[arg-type]
+        on_event=sink,
+        output_budget=budget,
+    ) as executor:
         server = CodeModeServer(executor)
         server.bind()
         async with Client(server.server, mode="legacy", **client) as connected:
@@ -334,6 +343,7 @@ def test_bad_options_are_one_line_and_exit_2() -> None:
         (("--transport", "carrier-pigeon"), "--transport must be stdio or http"),
         (("--mode", "native"), "--mode must be code or both"),
         (("--scope", "nope"), "unknown scope 'nope'"),
+        (("--output-budget", "lots"), "--output-budget must be a positive number"),
     ):
         process = subprocess.run(
             serve_command(*extra), cwd=ROOT, capture_output=True, text=True, timeout=60
@@ -359,3 +369,19 @@ async def test_concurrent_runs_from_a_client_run_concurrently(
             tasks.cancel_scope.cancel()
         answered = await client.call_tool("run_code", run_code("return 'still serving'"))
     assert answered.structured_content == {"logs": [], "result": "still serving"}
+
+
+async def test_the_output_budget_cuts_what_the_client_gets() -> None:
+    program = "for i in range(5000):\n    print('line', i)\nreturn 'done'"
+    async with in_process(budget=2000) as (client, _):
+        result = await client.call_tool("run_code", run_code(program))
+        small = await client.call_tool("run_code", run_code("print('short')\nreturn 1"))
+    assert not result.is_error, result
+    text = result.content[0]
+    assert isinstance(text, types.TextContent) and len(text.text) <= 2000
+    assert "characters cut (budget 2,000)" in text.text
+    assert text.text.startswith("line 0\n") and "line 4999" in text.text  # head and tail
+    value = result.structured_content
+    assert value is not None and value["truncated"]["budget"] == 2000
+    assert value["result"] == "done" and len("\n".join(value["logs"])) < 2000
+    assert small.structured_content == {"logs": ["short"], "result": 1}  # untouched
