@@ -385,3 +385,21 @@ async def test_the_output_budget_cuts_what_the_client_gets() -> None:
     assert value is not None and value["truncated"]["budget"] == 2000
     assert value["result"] == "done" and len("\n".join(value["logs"])) < 2000
     assert small.structured_content == {"logs": ["short"], "result": 1}  # untouched
+
+
+async def test_printed_lines_arrive_while_the_run_goes_on() -> None:
+    seen: list[str | None] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        seen.append(message)
+
+    program = "print('warming up')\nprint('almost there')\nawait tools.wait({'n': 0})"
+    async with in_process() as (client, _):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(
+                lambda: client.call_tool("run_code", run_code(program), progress_callback=progress)
+            )
+            # the run is blocked in its tool call: these lines came live, not with a result
+            await poll_until(lambda: "almost there" in seen)
+            tasks.cancel_scope.cancel()
+    assert seen[:2] == ["warming up", "almost there"]
