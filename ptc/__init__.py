@@ -29,6 +29,10 @@ from ._executor import ModelCall as ModelCall
 from ._live import LiveLogs as LiveLogs
 from ._render import format_json as format_json
 from ._render import render_run_result as render_run_result
+from ._serve import SDK_RESOURCE as SDK_RESOURCE
+from ._serve import CodeModeServer as CodeModeServer
+from ._serve import serve_http as serve_http
+from ._serve import serve_stdio as serve_stdio
 
 __all__ = [
     "CODE_ONLY_RULE",
@@ -38,9 +42,11 @@ __all__ = [
     "EXECUTOR_BUSY",
     "MALFORMED_CALL",
     "RUN_CODE",
+    "SDK_RESOURCE",
     "BatchResult",
     "CallResult",
     "CodeExecutor",
+    "CodeModeServer",
     "CodeRunFailedError",
     "DispatchLogHook",
     "EventSink",
@@ -55,4 +61,6 @@ __all__ = [
     "ToolResultEvent",
     "format_json",
     "render_run_result",
+    "serve_http",
+    "serve_stdio",
 ]

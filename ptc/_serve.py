@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     import mcp_types as types
     from mcp.server.lowlevel.server import Server
 
-__all__ = ["SDK_RESOURCE", "CodeModeServer", "serve_http", "serve_stdio"]
+__all__ = ["SDK_RESOURCE", "CodeModeServer", "ServeOptions", "exposure_warning", "serve_http", "serve_stdio", "serve_tools"]
 
 logger = logging.getLogger("ptc.serve")
 
