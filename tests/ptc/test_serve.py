@@ -394,12 +394,11 @@ async def test_printed_lines_arrive_while_the_run_goes_on() -> None:
         seen.append(message)
 
     program = "print('warming up')\nprint('almost there')\nawait tools.wait({'n': 0})"
-    async with in_process() as (client, _):
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(
-                lambda: client.call_tool("run_code", run_code(program), progress_callback=progress)
-            )
-            # the run is blocked in its tool call: these lines came live, not with a result
-            await poll_until(lambda: "almost there" in seen)
-            tasks.cancel_scope.cancel()
+    async with in_process() as (client, _), anyio.create_task_group() as tasks:
+        tasks.start_soon(
+            lambda: client.call_tool("run_code", run_code(program), progress_callback=progress)
+        )
+        # the run is blocked in its tool call: these lines came live, not with a result
+        await poll_until(lambda: "almost there" in seen)
+        tasks.cancel_scope.cancel()
     assert seen[:2] == ["warming up", "almost there"]
