@@ -1,0 +1,62 @@
+"""Adapters: code mode inside the agent frameworks and model APIs people already use.
+
+Each framework is an optional extra, imported only when one of its names is first
+used: ``import ptc.adapters`` imports none of them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# The API formats import no SDK (they read the SDKs' objects by their fields).
+from ._formats import anthropic_calls as anthropic_calls
+from ._formats import anthropic_results as anthropic_results
+from ._formats import anthropic_tools as anthropic_tools
+from ._formats import openai_chat_calls as openai_chat_calls
+from ._formats import openai_chat_results as openai_chat_results
+from ._formats import openai_chat_tools as openai_chat_tools
+from ._formats import openai_responses_calls as openai_responses_calls
+from ._formats import openai_responses_results as openai_responses_results
+from ._formats import openai_responses_tools as openai_responses_tools
+from ._formats import strict_json_schema as strict_json_schema
+from ._formats import system_prompt as system_prompt
+
+if TYPE_CHECKING:
+    from ._pydantic_ai import CodeModeToolset as CodeModeToolset
+    from ._pydantic_ai import code_mode_toolset as code_mode_toolset
+
+# name -> the private module that defines it (imported on first use)
+_LAZY = {
+    "CodeModeToolset": "._pydantic_ai",
+    "code_mode_toolset": "._pydantic_ai",
+}
+
+__all__ = [
+    "CodeModeToolset",
+    "anthropic_calls",
+    "anthropic_results",
+    "anthropic_tools",
+    "code_mode_toolset",
+    "openai_chat_calls",
+    "openai_chat_results",
+    "openai_chat_tools",
+    "openai_responses_calls",
+    "openai_responses_results",
+    "openai_responses_tools",
+    "strict_json_schema",
+    "system_prompt",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
