@@ -4,9 +4,9 @@
         agent = Agent(model, toolsets=[code_mode_toolset(executor)])
         result = await agent.run("How do we retry outbound calls?")
 
-The toolset offers one tool, ``run_code`` (its schema strict), and adds the SDK of the
-scope's tools and the code-only rule to the agent's instructions, so nothing else needs
-wiring. Each call runs through :meth:`ptc.CodeExecutor.execute` with the model's tool call
+The toolset offers one tool, ``run_code`` (its schema strict), and adds
+``system_prompt(executor, scope)`` (the code-only rule, then the SDK of the scope's tools)
+to the agent's instructions, so nothing else needs wiring. Each call runs through :meth:`ptc.CodeExecutor.execute` with the model's tool call
 id, so events, sub-call ids and policy see it like any other model call.
 
 How a failed run reaches the model:
@@ -57,6 +57,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from ptc import CODE_RUN_FAILED, RUN_CODE, CodeExecutor, ExecutorConfigError, ModelCall
 from ptc._calls import new_call_id
 from registry import INVALID_ARGS, ToolFailure, ToolResult
+
+from ._formats import system_prompt
 
 __all__ = ["CodeModeToolset", "code_mode_toolset"]
 
@@ -116,7 +118,7 @@ class CodeModeToolset(AbstractToolset[Any]):
 
     async def get_instructions(self, ctx: RunContext[Any]) -> str:
         """The SDK of the scope's tools and the code-only rule, for the agent's instructions."""
-        return _instructions(self.executor, self.scope)
+        return system_prompt(self.executor, self.scope)
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         schema = self.executor.run_code_schema()
@@ -218,14 +220,3 @@ def _tool_return(result: ToolResult, contexts: list[Any]) -> str | list[str | Bi
 
 def _context_text(context: Any) -> str:
     return context if isinstance(context, str) else orjson.dumps(context).decode()
-
-
-def _instructions(executor: CodeExecutor, scope: str | None) -> str:
-    sections = executor.describe(scope)["sections"]
-    rule = sections.get("tools:code-only", "")
-    sdk = sections.get("tools:sdk", "")
-    intro = (
-        "You can run Python programs with the `run_code` tool. "
-        "The programs call the tools of this SDK:"
-    )
-    return "\n\n".join(part for part in (rule, intro, sdk) if part)

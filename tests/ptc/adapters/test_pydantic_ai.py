@@ -22,7 +22,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from ptc import CODE_ONLY_RULE, CodeExecutor, ExecutorConfigError
-from ptc.adapters import CodeModeToolset, code_mode_toolset
+from ptc.adapters import CodeModeToolset, code_mode_toolset, system_prompt
 from ptc.adapters._pydantic_ai import _tool_return
 from registry import ToolCall, ToolExecution, ToolRegistry, ToolResult, ToolSuccess
 from runtime import Limits
@@ -104,6 +104,7 @@ async def test_an_agent_runs_a_program_that_calls_the_tools(
         assert (tool.name, tool.strict) == ("run_code", True)
         assert tool.parameters_json_schema == executor.run_code_schema()["parameters"]
         assert info.instructions is not None
+        assert system_prompt(executor) in info.instructions
         assert CODE_ONLY_RULE in info.instructions
         assert "async def search_docs" in info.instructions
         assert "async def create_issue" in info.instructions
