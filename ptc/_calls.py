@@ -2,8 +2,9 @@
 
 A batch is what a model emitted, so anything in it may be wrong. Each item is
 checked on its own: an item that is not a call (not a :class:`ModelCall` or a
-mapping), a call without a non-empty string id or name, and a call whose id an
-earlier call of the batch already has all become error results of their own
+mapping), a call without a non-empty string id or name, a call whose arguments
+are text that is not JSON (the model's JSON string cut short, say), and a call
+whose id an earlier call of the batch already has all become error results of their own
 (``MALFORMED_CALL``, ``DUPLICATE_CALL_ID``), in their place in the batch; the
 rest of the batch runs. The first call with an id runs; a later one with the
 same id does not (which of them the model meant is anyone's guess, and running
@@ -12,7 +13,6 @@ both would make their events impossible to tell apart).
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -103,11 +103,13 @@ def _parse(item: Any) -> tuple[ModelCall, str | None]:
             f"not {type(item).__name__} {_shown(item)}"
         )
         return _unrunnable(None, "", item), not_a_call
-    if isinstance(arguments, str | bytes):
-        # Unparseable text stays a string: the pipeline rejects it as INVALID_ARGS.
-        with contextlib.suppress(orjson.JSONDecodeError):
-            arguments = orjson.loads(arguments) if arguments else {}
     problem: str | None = None
+    if isinstance(arguments, str | bytes):
+        # Text is the model's JSON encoding of the arguments (OpenAI's `arguments`).
+        try:
+            arguments = orjson.loads(arguments) if arguments else {}
+        except orjson.JSONDecodeError as exc:
+            problem = f"its arguments are not valid JSON ({exc})"
     if not isinstance(call_id, str) or not call_id:
         problem = _missing("id", call_id)
     elif not isinstance(name, str) or not name:

@@ -8,7 +8,8 @@ ValueError
 └── ExecutorConfigError    a bad executor setting (raised to the caller)
 
 Codes of batch items the executor does not run (error results, never raised):
-``MALFORMED_CALL`` (not a call, or no string id or name) and
+``MALFORMED_CALL`` (not a call, no string id or name, or arguments that are text
+but not JSON) and
 ``DUPLICATE_CALL_ID`` (an earlier call of the batch has the same id).
 """
 
