@@ -159,8 +159,14 @@ class SchemaRenderer:
         if name not in self._defs.emitted:
             notes = self._take_notes(0)
             root = self._root
-            about = comment_text(root.get("description")) if isinstance(root, _MAPPING) else ""
-            self._defs.alias(name, expr, [about, *notes] if about else notes)
+            lines: list[str] = []
+            if isinstance(root, _MAPPING):
+                about = comment_text(root.get("description"))
+                limits = _constraints(root, about.lower())
+                lines = [about] if about else []
+                if limits:  # a tool returning a datetime returns a str: say which
+                    lines.append(f"({', '.join(limits)})")
+            self._defs.alias(name, expr, [*lines, *notes])
 
     def type_of(self, node: Any, hint: str, depth: int, named: _Named | None = None) -> str:
         """The type expression for ``node``; nested objects get names from ``hint``."""
@@ -514,17 +520,7 @@ def _field_comment(schema: Any, notes: list[str]) -> str:
         text = comment_text(schema.get("description"))
         if text:
             parts.append(text)
-        limits = []
-        if not _CONSTRAINT_KEYS.isdisjoint(schema):
-            said = text.lower()
-            for key, label in _CONSTRAINTS:
-                if key in schema:
-                    value = compact_json(schema[key], 60)
-                    # authors often repeat limits in prose ("(min 1, max 100)"): once is enough
-                    if f"{label} {value}".lower() not in said and (
-                        f"{label}: {value}".lower() not in said
-                    ):
-                        limits.append(f"{label} {value}")
+        limits = _constraints(schema, text.lower())
         if schema.get("deprecated") is True:
             limits.append("deprecated")
         if limits:
@@ -532,6 +528,44 @@ def _field_comment(schema: Any, notes: list[str]) -> str:
     if notes:
         parts.append(f"[{'; '.join(notes)}]")
     return " ".join(parts)
+
+
+def _constraints(schema: Mapping[str, Any], said: str) -> list[str]:
+    """What a value must respect, for a comment (``said``: what the prose already says)."""
+    limits = _limits(_optional_view(schema), said)
+    items = schema.get("items")
+    if isinstance(items, _MAPPING):
+        # a list of dates is a list[str]: say what each string is
+        fmt = _optional_view(items).get("format")
+        if fmt is not None:
+            limits.append(f"items format {compact_json(fmt, 60)}")
+    return limits
+
+
+def _limits(schema: Mapping[str, Any], said: str) -> list[str]:
+    limits: list[str] = []
+    if _CONSTRAINT_KEYS.isdisjoint(schema):
+        return limits
+    for key, label in _CONSTRAINTS:
+        if key in schema:
+            value = compact_json(schema[key], 60)
+            # authors often repeat limits in prose ("(min 1, max 100)"): once is enough
+            if f"{label} {value}".lower() not in said and (f"{label}: {value}".lower() not in said):
+                limits.append(f"{label} {value}")
+    return limits
+
+
+def _optional_view(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An optional value's constraints: ``anyOf: [X, {"type": "null"}]`` shows X's too."""
+    for key in ("anyOf", "oneOf"):
+        variants = schema.get(key)
+        if isinstance(variants, list) and len(variants) == 2:
+            rest = [
+                v for v in variants if not (isinstance(v, _MAPPING) and v.get("type") == "null")
+            ]
+            if len(rest) == 1 and isinstance(rest[0], _MAPPING) and "$ref" not in rest[0]:
+                return {**rest[0], **schema}
+    return schema
 
 
 def _class_body(fields: list[tuple[str, str, str]], doc: list[str]) -> str:
