@@ -23,6 +23,7 @@ from ._formats import strict_json_schema as strict_json_schema
 from ._formats import system_prompt as system_prompt
 
 if TYPE_CHECKING:
+    from ._openai_agents import code_mode_tool as code_mode_tool
     from ._pydantic_ai import CodeModeToolset as CodeModeToolset
     from ._pydantic_ai import code_mode_toolset as code_mode_toolset
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "CodeModeToolset": "._pydantic_ai",
     "code_mode_toolset": "._pydantic_ai",
+    "code_mode_tool": "._openai_agents",
 }
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "anthropic_calls",
     "anthropic_results",
     "anthropic_tools",
+    "code_mode_tool",
     "code_mode_toolset",
     "openai_chat_calls",
     "openai_chat_results",

@@ -25,9 +25,10 @@ How a failed run reaches the model:
   since sending the same program again would meet the same wall. Bound those with
   pydantic-ai's ``UsageLimits``.
 
-A successful run's output is the tool's return: its text, with any image or audio a
-program passed back as ``BinaryContent``. Contexts a run defers (``ctx.defer_context``)
-follow the output as text in the same tool return.
+A successful run's output is the tool's return: its text, with any image a program passed
+back (PNG, JPEG, GIF, WebP) as ``BinaryContent``, and other content described in a line of
+text, as in every adapter. Contexts a run defers (``ctx.defer_context``) follow the output
+as text in the same tool return.
 """
 
 from __future__ import annotations
@@ -35,8 +36,6 @@ from __future__ import annotations
 import base64
 import re
 from typing import Any
-
-import orjson
 
 try:
     from pydantic_ai import (
@@ -54,11 +53,11 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "ptc.adapters.code_mode_toolset needs pydantic-ai: pip install 'ptc-runner[pydantic-ai]'"
     ) from exc
 
-from ptc import CODE_RUN_FAILED, RUN_CODE, CodeExecutor, ExecutorConfigError, ModelCall
+from ptc import CODE_RUN_FAILED, RUN_CODE, BatchResult, CodeExecutor, ExecutorConfigError, ModelCall
 from ptc._calls import new_call_id
-from registry import INVALID_ARGS, ToolFailure, ToolResult
+from registry import INVALID_ARGS, ToolFailure
 
-from ._formats import system_prompt
+from ._formats import _contexts, _parts, system_prompt
 
 __all__ = ["CodeModeToolset", "code_mode_toolset"]
 
@@ -147,10 +146,9 @@ class CodeModeToolset(AbstractToolset[Any]):
         )
         batch = await self.executor.execute([call], scope=self.scope)
         result = batch.results[0].result
-        contexts = batch.additional_contexts
         if isinstance(result, ToolFailure):
-            raise _model_facing_error(result, contexts)
-        return _tool_return(result, contexts)
+            raise _model_facing_error(result, _contexts(batch))
+        return _tool_return(batch)
 
 
 def code_mode_toolset(
@@ -187,8 +185,8 @@ def run_failure_kind(failure: ToolFailure) -> str | None:
     return match.group(1) if match else None
 
 
-def _model_facing_error(failure: ToolFailure, contexts: list[Any]) -> ModelRetry | ToolFailed:
-    message = "\n".join([failure.error.message, *map(_context_text, contexts)])
+def _model_facing_error(failure: ToolFailure, contexts: list[str]) -> ModelRetry | ToolFailed:
+    message = "\n".join([failure.error.message, *contexts])
     info = failure.error.info
     if run_failure_kind(failure) in RETRIED_KINDS or (
         info is not None and info.code == INVALID_ARGS
@@ -197,26 +195,13 @@ def _model_facing_error(failure: ToolFailure, contexts: list[Any]) -> ModelRetry
     return ToolFailed(message)
 
 
-def _tool_return(result: ToolResult, contexts: list[Any]) -> str | list[str | BinaryContent]:
-    parts: list[str | BinaryContent] = []
-    for block in result.content:
-        kind = block.get("type")
-        if kind == "text":
-            parts.append(str(block.get("text", "")))
-        elif kind in ("image", "audio") and isinstance(block.get("data"), str):
-            parts.append(
-                BinaryContent(
-                    data=base64.b64decode(block["data"]),
-                    media_type=str(block.get("mimeType", "application/octet-stream")),
-                )
-            )
-        else:
-            parts.append(orjson.dumps(block).decode())
-    parts.extend(_context_text(context) for context in contexts)
+def _tool_return(batch: BatchResult) -> str | list[str | BinaryContent]:
+    parts = [*_parts(batch.results[0].result.content), *_contexts(batch)]
     if all(isinstance(part, str) for part in parts):
         return "\n".join(part for part in parts if isinstance(part, str))
-    return parts
-
-
-def _context_text(context: Any) -> str:
-    return context if isinstance(context, str) else orjson.dumps(context).decode()
+    return [
+        part
+        if isinstance(part, str)
+        else BinaryContent(data=base64.b64decode(part.data), media_type=part.media_type)
+        for part in parts
+    ]

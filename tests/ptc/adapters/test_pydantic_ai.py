@@ -21,7 +21,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from ptc import CODE_ONLY_RULE, CodeExecutor, ExecutorConfigError
+from ptc import CODE_ONLY_RULE, BatchResult, CallResult, CodeExecutor, ExecutorConfigError
 from ptc.adapters import CodeModeToolset, code_mode_toolset, system_prompt
 from ptc.adapters._pydantic_ai import _tool_return
 from registry import ToolCall, ToolExecution, ToolRegistry, ToolResult, ToolSuccess
@@ -290,21 +290,34 @@ def test_images_in_a_result_reach_the_model_as_binary_content() -> None:
             {"type": "image", "data": base64.b64encode(png).decode(), "mimeType": "image/png"},
         ],
     )
-    returned = _tool_return(result, [{"note": "deferred"}])
+    batch = BatchResult(
+        results=[CallResult(call_id="c", result=result)], additional_contexts=[{"note": "later"}]
+    )
+    returned = _tool_return(batch)
     assert isinstance(returned, list)
     text, image, context = returned
-    assert (text, context) == ("the chart:", '{"note":"deferred"}')
+    assert (text, context) == ("the chart:", '{"note":"later"}')
     assert isinstance(image, BinaryContent)
     assert (image.data, image.media_type, image.is_image) == (png, "image/png", True)
     only_text = ToolSuccess(value=None, content=[{"type": "text", "text": "a"}])
-    assert _tool_return(only_text, ["b"]) == "a\nb"
+    batch = BatchResult(
+        results=[CallResult(call_id="c", result=only_text)], additional_contexts=["b"]
+    )
+    assert _tool_return(batch) == "a\nb"
 
 
-def test_importing_the_adapters_imports_no_framework() -> None:
+@pytest.mark.parametrize(
+    ("name", "loads", "not_loaded"),
+    [("code_mode_toolset", "pydantic_ai", "agents"), ("code_mode_tool", "agents", "pydantic_ai")],
+)
+def test_each_framework_is_imported_only_by_its_own_names(
+    name: str, loads: str, not_loaded: str
+) -> None:
     code = (
-        "import sys, ptc.adapters\n"
-        "loaded = sorted(m for m in ('pydantic_ai', 'agents', 'openai') if m in sys.modules)\n"
-        "assert not loaded, loaded\n"
+        "import sys\n"
+        f"from ptc.adapters import {name}\n"
+        f"assert {loads!r} in sys.modules\n"
+        f"assert {not_loaded!r} not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
