@@ -6,11 +6,22 @@ reST ``:param x:`` and numpy ``Parameters`` sections are understood too).
 
 Choices a tool author should know:
 
-* Arguments reach the function JSON-shaped (lists stay lists, TypedDicts stay
-  plain dicts). Two conversions keep annotations honest: ``enum.Enum`` values
-  become members (and members in the return value become values again), and an
-  integral float such as ``2.0`` — valid JSON Schema ``integer`` — becomes an
-  ``int`` where an ``int`` is annotated.
+* Arguments reach the function as annotated, results leave as JSON. Lists stay
+  lists and TypedDicts plain dicts; an ``enum.Enum`` value becomes its member,
+  an integral float such as ``2.0`` (valid JSON Schema ``integer``) an ``int``.
+  Typed values are strings in JSON, with a ``format``: ``datetime``
+  (``date-time``; a bare date is refused, a naive time stays naive), ``date``,
+  ``time``, ``UUID``, ``Path``/``PurePath`` (``path``); a ``Decimal`` argument is
+  a number or a plain-notation string (``pattern``), a returned one always that
+  string. A dataclass becomes a closed object (its defaults shown, its
+  ``__post_init__`` its validation); a pydantic model keeps its own schema
+  (``model_json_schema``, its ``$defs`` merged into the tool's) and is built by
+  ``model_validate`` and written by ``model_dump(mode="json", by_alias=True)``.
+  The body gets instances; what it returns goes back to JSON the same way.
+  An argument that cannot be converted (a malformed date, a failing validator)
+  is ``INVALID_ARGS``, naming the path of every bad value.
+* pydantic is optional: a model is recognised only once the program has
+  imported pydantic, and nothing here imports it first.
 * Docstring notes and warnings stay in the description; examples and the
   ``Args``/``Returns``/``Raises`` sections do not. Documenting a parameter the
   signature lacks is a registration error (stale docs mislead the model). An
@@ -26,11 +37,12 @@ Choices a tool author should know:
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import enum
 import inspect
-import types
 import typing
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping, MutableSequence, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import (
@@ -43,7 +55,6 @@ from typing import (
     Required,
     TypeAlias,
     TypeVar,
-    Union,
     get_args,
     get_origin,
 )
@@ -51,10 +62,32 @@ from typing import (
 import anyio.to_thread
 import jsonschema
 
+from ._annotations import (
+    ARRAYS,
+    OBJECTS,
+    SETS,
+    UNIONS,
+    is_any_json,
+    is_dataclass_type,
+    is_enum,
+    is_model,
+    leaf_kind,
+    leaf_schema,
+    scalar,
+    strip,
+)
+from ._convert import ConversionError, Convert, converter
 from ._docstring import Docstring, parse_docstring
-from ._exceptions import RegistrationError
+from ._exceptions import RegistrationError, ToolArgsError, ToolOutputError
 from ._json import NotJsonError, snapshot_json
-from ._types import RenderFn, ToolAnnotations, ToolDefinition, ToolOutput, ToolRunContext
+from ._types import (
+    RenderFn,
+    ToolAnnotations,
+    ToolDefinition,
+    ToolOutput,
+    ToolReturn,
+    ToolRunContext,
+)
 from ._validation import compile_definition
 
 __all__ = ["ToolFunction", "define_tool"]
@@ -62,20 +95,6 @@ __all__ = ["ToolFunction", "define_tool"]
 #: What ``define_tool`` and ``ToolRegistry.tool`` accept: a typed sync or async callable.
 ToolFunction: TypeAlias = Callable[..., Any]
 
-Convert: TypeAlias = Callable[[Any], Any]
-
-_SCALARS: tuple[tuple[object, str], ...] = (
-    (str, "string"),
-    (bool, "boolean"),
-    (int, "integer"),
-    (float, "number"),
-    (None, "null"),
-    (type(None), "null"),
-)
-_ARRAYS = (list, Sequence, MutableSequence)
-_OBJECTS = (dict, Mapping, MutableMapping)
-_UNIONS = (Union, types.UnionType)
-_SETS = (set, frozenset, typing.AbstractSet, typing.MutableSet)
 _ASYNC_RETURNS = (Awaitable, typing.Coroutine)
 
 
@@ -130,7 +149,7 @@ def define_tool(
         # ``Args:`` belong to the constructor, not to the call.
         doc = Docstring(parse_docstring(inspect.getdoc(fn)).description, doc.params, doc.returns)
 
-    schemas = _Schemas(tool)
+    schemas = _Schemas(tool, serialization=False)
     params: list[_Param] = []
     properties: dict[str, dict[str, Any]] = {}
     required: list[str] = []
@@ -148,7 +167,7 @@ def define_tool(
         if param.name not in hints:
             raise RegistrationError(tool, f"{where} has no type annotation")
         hint = hints[param.name]
-        if _strip(hint) is ToolRunContext:
+        if strip(hint) is ToolRunContext:
             params.append(_Param(param.name, context=True, decode=None))
             continue
         prop = schemas.schema(hint, where)
@@ -158,11 +177,11 @@ def define_tool(
         if param.default is param.empty:
             required.append(param.name)
         else:
-            default = _json_default(param.default, _converter(hint, decode=False))
+            default = _json_default(param.default, converter(hint, decode=False))
             if default is not _NO_DEFAULT and _accepts(prop, schemas.defs, default):
                 prop = {**prop, "default": default}
         properties[param.name] = prop
-        params.append(_Param(param.name, context=False, decode=_converter(hint, decode=True)))
+        params.append(_Param(param.name, context=False, decode=converter(hint, decode=True)))
     unknown = sorted(set(doc.params) - set(signature.parameters))
     if unknown:
         listed = ", ".join(repr(n) for n in unknown)
@@ -189,20 +208,20 @@ def define_tool(
         if get_origin(returns) in _ASYNC_RETURNS and get_args(returns):
             # A sync function handing back an awaitable: the tool's value is its result.
             returns = get_args(returns)[-1]
-        out = _Schemas(tool)
+        out = _Schemas(tool, serialization=True)
         output = out.schema(returns, "the return annotation")
         if doc.returns and "description" not in output:
             output = {**output, "description": doc.returns}
         if out.defs:
             output["$defs"] = out.defs
-        encode = _converter(returns, decode=False)
+        encode = converter(returns, decode=False)
 
     definition = ToolDefinition(
         name=tool,
         description=doc.description if description is None else description,
         parameters=parameters,
         output=ToolOutput(schema=output, render=render),
-        execute=_make_execute(fn, _is_async(fn, target), tuple(params), encode),
+        execute=_make_execute(tool, fn, _is_async(fn, target), tuple(params), encode),
         concurrency_safe=concurrency_safe,
         timeout=timeout,
         annotations=annotations,
@@ -228,7 +247,11 @@ def _is_async(fn: ToolFunction, target: Callable[..., Any]) -> bool:
 
 
 def _make_execute(
-    fn: ToolFunction, is_async: bool, params: tuple[_Param, ...], encode: Convert | None
+    tool: str,
+    fn: ToolFunction,
+    is_async: bool,
+    params: tuple[_Param, ...],
+    encode: Convert | None,
 ) -> Callable[[Any, ToolRunContext], Awaitable[Any]]:
     def keywords(args: Any, ctx: ToolRunContext) -> dict[str, Any]:
         if not isinstance(args, dict):
@@ -239,7 +262,14 @@ def _make_execute(
                 out[param.name] = ctx
             elif param.name in args:
                 value = args[param.name]
-                out[param.name] = value if param.decode is None else param.decode(value)
+                if param.decode is None:
+                    out[param.name] = value
+                    continue
+                try:
+                    out[param.name] = param.decode(value)
+                except ConversionError as exc:
+                    described = exc.inside(param.name).describe()
+                    raise ToolArgsError(f"invalid arguments for {tool}: {described}") from None
         return out
 
     async def execute(args: Any, ctx: ToolRunContext, /) -> Any:
@@ -254,9 +284,22 @@ def _make_execute(
                 # A sync wrapper around a coroutine function (a decorator without
                 # functools' async awareness): finish its work on the event loop.
                 value = await value
-        return value if encode is None else encode(value)
+        return value if encode is None else _encode(tool, encode, value)
 
     return execute
+
+
+def _encode(tool: str, encode: Convert, value: Any) -> Any:
+    content = None
+    if type(value) is ToolReturn:
+        value, content = value.value, value.content
+    try:
+        value = encode(value)
+    except ConversionError as exc:
+        raise ToolOutputError(
+            f"{tool} returned a value with no JSON form: {exc.describe()}"
+        ) from None
+    return value if content is None else ToolReturn(value, content)
 
 
 _NO_DEFAULT: Any = object()
@@ -265,7 +308,7 @@ _NO_DEFAULT: Any = object()
 def _json_default(value: object, encode: Convert | None) -> object:
     try:
         return snapshot_json(value if encode is None else encode(value))
-    except NotJsonError:
+    except (NotJsonError, ConversionError):
         return _NO_DEFAULT
 
 
@@ -311,59 +354,17 @@ def _resolve_hints(tool: str, fn: ToolFunction) -> dict[str, Any]:
     ) from failure
 
 
-def _strip(tp: Any) -> Any:
-    """``tp`` without ``Annotated``, ``Required``/``NotRequired`` and ``NewType`` layers."""
-    while True:
-        origin = get_origin(tp)
-        if origin is Annotated or origin is Required or origin is NotRequired:
-            tp = get_args(tp)[0]
-        elif isinstance(tp, typing.NewType):
-            tp = tp.__supertype__
-        else:
-            return tp
-
-
-def _scalar(tp: object) -> str | None:
-    for python, json_type in _SCALARS:
-        if tp is python:
-            return json_type
-    return None
-
-
-def _is_enum(tp: object) -> typing.TypeGuard[type[enum.Enum]]:
-    return isinstance(tp, type) and issubclass(tp, enum.Enum)
-
-
-def _is_any_json(tp: object) -> bool:
-    """Whether ``tp`` is "any JSON value": ``Any``, ``object`` or a JsonValue-like union.
-
-    A recursive alias such as ``registry.JsonValue`` resolves to a union of the
-    seven JSON kinds whose containers end in unresolved ``ForwardRef``s.
-    """
-    if tp is Any or tp is object or isinstance(tp, ForwardRef):
-        return True
-    if get_origin(tp) not in _UNIONS:
-        return False
-    kinds: set[str] = set()
-    for member in get_args(tp):
-        origin, args = get_origin(member), get_args(member)
-        kind = _scalar(member)
-        if kind is not None:
-            kinds.add(kind)
-        elif origin in _OBJECTS and len(args) == 2 and args[0] is str and _is_any_json(args[1]):
-            kinds.add("object")
-        elif origin in _ARRAYS and len(args) == 1 and _is_any_json(args[0]):
-            kinds.add("array")
-        else:
-            return False
-    return kinds >= {"string", "boolean", "integer", "number", "null", "object", "array"}
-
-
 class _Schemas:
-    """Translates annotations into JSON Schema sharing one ``$defs``."""
+    """Translates annotations into JSON Schema sharing one ``$defs``.
 
-    def __init__(self, tool: str) -> None:
+    ``serialization`` selects the result side: a dataclass then lists every
+    field (all present in a returned instance), a pydantic model gives its
+    serialization schema and a ``Decimal`` is always a string.
+    """
+
+    def __init__(self, tool: str, *, serialization: bool) -> None:
         self.tool = tool
+        self.serialization = serialization
         self.defs: dict[str, dict[str, Any]] = {}
         self._def_names: dict[type, str] = {}
         self._active: list[type] = []
@@ -385,49 +386,59 @@ class _Schemas:
             self._fail(where, f"{_show(tp)}: Required/NotRequired only apply to TypedDict keys")
         if isinstance(tp, typing.NewType):
             return self.schema(tp.__supertype__, where)
-        kind = _scalar(tp)
+        kind = scalar(tp)
         if kind is not None:
             return {"type": kind}
-        if _is_any_json(tp):
+        leaf = leaf_kind(tp)
+        if leaf is not None:
+            return leaf_schema(leaf, serialization=self.serialization)
+        if is_any_json(tp):
             return {}
         if origin is Literal:
             return self._literal(args, where)
-        if origin in _UNIONS:
+        if origin in UNIONS:
             return self._union(args, where)
         container = origin if origin is not None else tp
-        if container in _ARRAYS:
+        if container in ARRAYS:
             schema = {"type": "array"}
             if args:
                 schema["items"] = self.schema(args[0], f"{where} (list item)")
             return schema
-        if container in _OBJECTS:
+        if container in OBJECTS:
             return self._mapping(args, where)
         if container is tuple:
             self._fail(where, f"{_show(tp)}: JSON has no tuples; use list[...]")
-        if container in _SETS:
+        if container in SETS:
             self._fail(where, f"{_show(tp)}: JSON has no sets; use list[...]")
         if container in (bytes, bytearray, memoryview):
             self._fail(where, f"{_show(tp)} is not JSON; use str (for example base64 text)")
         if isinstance(tp, ForwardRef | str):
             self._fail(where, f"unresolved forward reference {_show(tp)}")
-        if isinstance(tp, TypeVar) or (origin is not None and typing.is_typeddict(origin)):
+        if isinstance(tp, TypeVar) or (
+            origin is not None and (typing.is_typeddict(origin) or is_dataclass_type(origin))
+        ):
             self._fail(where, f"{_show(tp)}: generic types are not supported; use a concrete type")
         if typing.is_typeddict(tp):
             return self._typeddict(tp, where)
-        if _is_enum(tp):
+        if is_enum(tp):
             return self._enum(tp, where)
+        if is_model(tp):
+            return self._model(tp, where)
+        if is_dataclass_type(tp):
+            return self._dataclass(tp, where)
         if tp is ToolRunContext:
             self._fail(where, "ToolRunContext is injected and can only be a whole parameter")
         self._fail(
             where,
-            f"{_show(tp)} has no JSON Schema (use str, int, float, bool, None, "
-            "list, dict[str, ...], Literal, an Enum or a TypedDict)",
+            f"{_show(tp)} has no JSON Schema (use str, int, float, bool, None, list, "
+            "dict[str, ...], Literal, an Enum, a TypedDict, a dataclass, a pydantic model, "
+            "datetime, date, time, UUID, Decimal or a Path)",
         )
 
     def _literal(self, values: tuple[Any, ...], where: str) -> dict[str, Any]:
         kinds: list[str] = []
         for value in values:
-            kind = _scalar(type(value))
+            kind = scalar(type(value))
             if kind is None or kind == "number":
                 self._fail(
                     where, f"literal {value!r}: only str, int, bool and None literals are JSON"
@@ -455,7 +466,7 @@ class _Schemas:
         if not args:
             return schema
         key, value = args
-        key = _strip(key)
+        key = strip(key)
         if get_origin(key) is Literal and all(type(k) is str for k in get_args(key)):
             schema["propertyNames"] = {"enum": list(get_args(key))}
         elif key is not str:
@@ -483,6 +494,41 @@ class _Schemas:
         return schema
 
     def _typeddict(self, tp: type, where: str) -> dict[str, Any]:
+        def keys(hints: dict[str, Any]) -> list[_Key]:
+            return [
+                _Key(key, _unwrap_required(hint), _is_required(tp, key, hint))
+                for key, hint in hints.items()
+            ]
+
+        return self._record(tp, where, "key", keys)
+
+    def _dataclass(self, tp: type, where: str) -> dict[str, Any]:
+        def keys(hints: dict[str, Any]) -> list[_Key]:
+            if any(isinstance(hint, dataclasses.InitVar) for hint in hints.values()):
+                self._fail(where, f"{tp.__qualname__} has an InitVar, which JSON cannot pass")
+            out: list[_Key] = []
+            for field in dataclasses.fields(tp):
+                if self.serialization:
+                    out.append(_Key(field.name, hints[field.name], True))
+                elif field.init:
+                    default = _field_default(field)
+                    required = (
+                        field.default is dataclasses.MISSING
+                        and field.default_factory is dataclasses.MISSING
+                    )
+                    out.append(_Key(field.name, hints[field.name], required, default))
+            return out
+
+        return self._record(tp, where, "field", keys)
+
+    def _record(
+        self,
+        tp: type,
+        where: str,
+        part: str,
+        keys: Callable[[dict[str, Any]], list[_Key]],
+    ) -> dict[str, Any]:
+        """A closed object schema for a TypedDict or dataclass (``$defs`` when recursive)."""
         known = self._def_names.get(tp)
         if known is not None:
             return {"$ref": f"#/$defs/{known}"}
@@ -492,21 +538,23 @@ class _Schemas:
         try:
             hints = typing.get_type_hints(tp, include_extras=True)
         except Exception as exc:
-            self._fail(where, f"cannot resolve the keys of {tp.__qualname__}: {exc}")
-        doc = parse_docstring(tp.__doc__)
+            self._fail(where, f"cannot resolve the {part}s of {tp.__qualname__}: {exc}")
+        doc = parse_docstring(_own_doc(tp))
         properties: dict[str, Any] = {}
         required: list[str] = []
         self._active.append(tp)
         try:
-            for key, hint in hints.items():
-                prop = self.schema(
-                    _unwrap_required(hint), f"{where} (key {key!r} of {tp.__name__})"
-                )
-                if key in doc.params:
-                    prop = {**prop, "description": doc.params[key]}
-                properties[key] = prop
-                if _is_required(tp, key, hint):
-                    required.append(key)
+            for key in keys(hints):
+                prop = self.schema(key.hint, f"{where} ({part} {key.name!r} of {tp.__name__})")
+                if key.name in doc.params:
+                    prop = {**prop, "description": doc.params[key.name]}
+                if key.default is not _NO_DEFAULT:
+                    default = _json_default(key.default, converter(key.hint, decode=False))
+                    if default is not _NO_DEFAULT and _accepts(prop, self.defs, default):
+                        prop = {**prop, "default": default}
+                properties[key.name] = prop
+                if key.required:
+                    required.append(key.name)
         finally:
             self._active.pop()
         schema: dict[str, Any] = {"title": tp.__name__, "type": "object"}
@@ -522,14 +570,108 @@ class _Schemas:
         self.defs[name] = schema
         return {"$ref": f"#/$defs/{name}"}
 
-    def _def_name(self, tp: type) -> str:
-        taken = set(self._def_names.values())
-        name, n = tp.__name__, 1
+    def _model(self, tp: Any, where: str) -> dict[str, Any]:
+        """The model's own JSON Schema, its ``$defs`` merged into the tool's."""
+        mode = "serialization" if self.serialization else "validation"
+        try:
+            generator = _model_schema_generator()
+            schema = copy.deepcopy(tp.model_json_schema(mode=mode, schema_generator=generator))
+        except Exception as exc:
+            reason = str(exc).split("\n\n")[0]  # not pydantic's "For further information" link
+            self._fail(where, f"pydantic cannot give {tp.__qualname__} a JSON Schema: {reason}")
+        if not isinstance(schema, dict):
+            self._fail(where, f"{tp.__qualname__}.model_json_schema() is not an object")
+        defs: dict[str, Any] = schema.pop("$defs", None) or {}
+        taken = set(self.defs) | set(self._def_names.values())
+        # Two models may each call a different class ``Item``: if any name is taken
+        # by something else, every taken name of this model moves to a fresh one.
+        if any(name in taken and self.defs.get(name) != sub for name, sub in defs.items()):
+            renames = {name: self._free_name(name) for name in defs if name in taken}
+            schema = dict(_rename_refs(schema, renames))
+            defs = {
+                renames.get(name, name): _rename_refs(sub, renames) for name, sub in defs.items()
+            }
+        self.defs.update(defs)
+        return schema
+
+    def _free_name(self, wanted: str) -> str:
+        taken = set(self.defs) | set(self._def_names.values())
+        name, n = wanted, 1
         while name in taken:
             n += 1
-            name = f"{tp.__name__}_{n}"
+            name = f"{wanted}_{n}"
+        return name
+
+    def _def_name(self, tp: type) -> str:
+        name = self._free_name(tp.__name__)
         self._def_names[tp] = name
         return name
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    """One key of a record: its name, type, whether it is required and its default."""
+
+    name: str
+    hint: Any
+    required: bool
+    default: Any = _NO_DEFAULT
+
+
+_MODEL_SCHEMA_GENERATOR: list[Any] = []
+
+
+def _model_schema_generator() -> Any:
+    """pydantic's schema generator, with every field of a dumped model required.
+
+    ``model_dump`` writes each field, defaults included, so a result's schema (and
+    the SDK's TypedDict for it) should not call them optional. Built on first use:
+    a model exists, so pydantic is already imported.
+    """
+    if not _MODEL_SCHEMA_GENERATOR:
+        from pydantic.json_schema import GenerateJsonSchema
+
+        class ResultFieldsRequired(GenerateJsonSchema):
+            def field_is_required(self, field: Any, total: bool) -> bool:
+                if self.mode == "serialization" and field["type"] != "typed-dict-field":
+                    return field.get("serialization_exclude_if") is None
+                return bool(super().field_is_required(field, total))
+
+        _MODEL_SCHEMA_GENERATOR.append(ResultFieldsRequired)
+    return _MODEL_SCHEMA_GENERATOR[0]
+
+
+def _field_default(field: dataclasses.Field[Any]) -> Any:
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory in (list, dict):  # an empty container; others may not be pure
+        return field.default_factory()
+    return _NO_DEFAULT
+
+
+def _own_doc(tp: type) -> str | None:
+    """The docstring the author wrote: ``@dataclass`` invents one (its signature) otherwise."""
+    doc = tp.__doc__
+    if doc and is_dataclass_type(tp):
+        try:
+            invented = tp.__name__ + str(inspect.signature(tp)).replace(" -> None", "")
+        except (TypeError, ValueError):
+            return doc
+        if doc == invented:
+            return None
+    return doc
+
+
+def _rename_refs(node: Any, renames: dict[str, str]) -> Any:
+    if isinstance(node, dict):
+        out = {k: _rename_refs(v, renames) for k, v in node.items()}
+        ref = out.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/") and ref[8:] in renames:
+            out["$ref"] = f"#/$defs/{renames[ref[8:]]}"
+        return out
+    if isinstance(node, list):
+        return [_rename_refs(v, renames) for v in node]
+    return node
 
 
 def _unwrap_required(hint: Any) -> Any:
@@ -562,112 +704,3 @@ def _show(tp: object) -> str:
     if isinstance(tp, ForwardRef):
         return repr(tp.__forward_arg__)
     return repr(tp).replace("typing.", "")
-
-
-# --------------------------------------------------------------------------- value conversion
-
-
-def _needs(tp: Any, decode: bool, seen: set[type]) -> bool:
-    """Whether values of ``tp`` need converting: enums both ways, ints on the way in."""
-    tp = _strip(tp)
-    if _is_enum(tp):
-        return True
-    if typing.is_typeddict(tp):
-        if tp in seen:
-            return False
-        seen.add(tp)
-        return any(_needs(h, decode, seen) for h in typing.get_type_hints(tp).values())
-    if _is_any_json(tp) or get_origin(tp) is Literal:
-        return False
-    if tp is int:
-        return decode
-    return any(_needs(arg, decode, seen) for arg in get_args(tp))
-
-
-def _converter(tp: Any, *, decode: bool) -> Convert | None:
-    """JSON -> Python (``decode``) or Python -> JSON for ``tp``; ``None`` when identity."""
-    if not _needs(tp, decode, set()):
-        return None
-    return _build_converter(tp, decode, {})
-
-
-def _to_int(value: Any) -> Any:
-    # JSON Schema's "integer" admits 2.0; an ``int`` annotation promises an int.
-    return int(value) if type(value) is float else value
-
-
-def _build_converter(tp: Any, decode: bool, memo: dict[type, list[Convert]]) -> Convert:
-    tp = _strip(tp)
-    if tp is int:
-        return _to_int
-    if _is_enum(tp):
-        if decode:
-            # The schema admitted only member values, so the lookup cannot fail.
-            return tp
-        enum_type = tp
-        return lambda value: value.value if isinstance(value, enum_type) else value
-    origin, args = get_origin(tp), get_args(tp)
-    if origin in _ARRAYS:
-        item = _build_converter(args[0], decode, memo)
-        return lambda value: [item(x) for x in value] if isinstance(value, list) else value
-    if origin in _OBJECTS:
-        inner = _build_converter(args[1], decode, memo)
-        return lambda value: (
-            {k: inner(x) for k, x in value.items()} if isinstance(value, dict) else value
-        )
-    if typing.is_typeddict(tp):
-        return _typeddict_converter(tp, decode, memo)
-    # A union: 2.0 stays a float when the union also admits float.
-    has_float = any(_strip(member) is float for member in args)
-    members = [
-        (_matcher(member, decode), _build_converter(member, decode, memo))
-        for member in args
-        if _needs(member, decode, set()) and not (has_float and _strip(member) is int)
-    ]
-
-    def convert_union(value: Any) -> Any:
-        for matches, convert in members:
-            if matches(value):
-                return convert(value)
-        return value
-
-    return convert_union
-
-
-def _typeddict_converter(tp: type, decode: bool, memo: dict[type, list[Convert]]) -> Convert:
-    cell = memo.get(tp)
-    if cell is None:
-        cell = memo[tp] = []
-        fields = {
-            key: _build_converter(hint, decode, memo)
-            for key, hint in typing.get_type_hints(tp).items()
-            if _needs(hint, decode, set())
-        }
-
-        def convert(value: Any) -> Any:
-            if not isinstance(value, dict):
-                return value
-            return {k: fields[k](x) if k in fields else x for k, x in value.items()}
-
-        cell.append(convert)
-    # Late-bound so a recursive TypedDict can refer to its own converter.
-    return lambda value: cell[0](value)
-
-
-def _matcher(member: Any, decode: bool) -> Callable[[Any], bool]:
-    """Whether a value belongs to one union member (one that needs converting)."""
-    member = _strip(member)
-    if member is int:
-        return lambda value: type(value) is float
-    if _is_enum(member):
-        if not decode:
-            enum_type = member
-            return lambda value: isinstance(value, enum_type)
-        values = [m.value for m in member]
-        return lambda value: type(value) in (str, int) and value in values
-    if get_origin(member) in _ARRAYS:
-        return lambda value: isinstance(value, list)
-    return lambda value: isinstance(value, dict)
-
-
-# --------------------------------------------------------------------------- docstrings
