@@ -26,7 +26,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -50,6 +50,10 @@ from ._events import (
     dispatch_event,
     dispatch_start_event,
 )
+from ._tracing import Tracing, call_attributes
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
 
 __all__ = ["Bridge", "Publish", "Settlement", "SubCall"]
 
@@ -110,6 +114,8 @@ class Bridge:
         max_parallel: int,
         publish: Publish | None,
         dispatch_log: DispatchLogHook | None,
+        tracing: Tracing | None = None,
+        trace_parent: Context | None = None,
     ) -> None:
         self._registry = registry
         self._ctx = ctx
@@ -119,6 +125,8 @@ class Bridge:
         self._max_parallel = max_parallel
         self._publish = publish
         self._dispatch_log = dispatch_log
+        self._tracing = tracing
+        self._trace_parent = trace_parent  # the run's span: every sub-call's parent
         self.signal = AbortSignal()
         self._detach = ctx.signal.add_listener(lambda: self.signal.abort(ctx.signal.reason))
         self._queue: deque[SubCall] = deque()
@@ -220,6 +228,22 @@ class Bridge:
                 self._pump()
 
     async def _dispatch_started(self, pending: SubCall) -> None:
+        tracing = self._tracing
+        if tracing is None:
+            await self._run_sub_call(pending)
+            return
+        attributes = call_attributes(pending.name, pending.sub_id, "sub")
+        attributes["ptc.parent.id"] = self._ctx.call_id
+        attributes["ptc.tool.mode"] = pending.mode
+        span = tracing.start(f"ptc.tool {pending.name}", self._trace_parent, attributes)
+        try:
+            await self._run_sub_call(pending)
+        finally:
+            tracing.end(
+                span, pending.result, {"ptc.abandoned": True} if pending.abandoned else None
+            )
+
+    async def _run_sub_call(self, pending: SubCall) -> None:
         parent_id = self._ctx.call_id
         sub_id = pending.sub_id
         started = time.time()

@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import anyio
 import orjson
@@ -52,6 +52,11 @@ from ._events import DispatchLogHook, EventSink, call_event, progress_event, res
 from ._exceptions import CodeRunFailedError, ExecutorBusyError, ExecutorConfigError
 from ._live import LiveLog, LiveLogs
 from ._render import render_run_result
+from ._tracing import ActiveSpan, Attributes, Tracing, call_attributes
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+    from opentelemetry.trace import TracerProvider
 
 __all__ = ["CODE_ONLY_RULE", "RUN_CODE", "BatchResult", "CallResult", "CodeExecutor", "ModelCall"]
 
@@ -125,6 +130,9 @@ class _OuterCall:
     isolation: Isolation | None = None
     abandoned: list[SubCall] = field(default_factory=list)
     truncation: Truncation | None = None
+    span: ActiveSpan | None = None  # the call's span (None: no tracing)
+    span_attributes: Attributes = field(default_factory=dict)  # what the run adds to it
+    reported: ToolResult | None = None  # the result the call settled with
 
 
 _OUTER: ContextVar[_OuterCall | None] = ContextVar("ptc_outer_call", default=None)
@@ -198,6 +206,10 @@ class CodeExecutor:
             events as they are printed (a burst of 50 lines, then 20 a second,
             2,000 characters each, by default; see :class:`LiveLogs`);
             ``None``: no such events. Without ``on_event``, nothing is done.
+        tracer_provider: the OpenTelemetry ``TracerProvider`` of this
+            executor's spans (``ptc.run_code`` and ``ptc.tool <name>``, see
+            ``ptc._tracing``); ``None``: the global one, a no-op unless an SDK
+            is configured. Without ``opentelemetry-api`` installed, no spans.
     """
 
     def __init__(
@@ -218,6 +230,7 @@ class CodeExecutor:
         on_event: EventSink | None = None,
         dispatch_log: DispatchLogHook | None = None,
         live_logs: LiveLogs | None = LiveLogs(),  # noqa: B008 - immutable
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         if mode not in ("native", "code", "both"):
             raise ExecutorConfigError(f"mode must be 'native', 'code' or 'both', got {mode!r}")
@@ -275,6 +288,7 @@ class CodeExecutor:
         self.dispatch_log = dispatch_log
         self.on_spill = on_spill
         self.live_logs = live_logs
+        self._tracing = Tracing(tracer_provider)
         self._runtime_spec = runtime
         self._runtime: Runtime | None = runtime if isinstance(runtime, Runtime) else None
         self._owns_runtime = not isinstance(runtime, Runtime)
@@ -362,7 +376,8 @@ class CodeExecutor:
         call = ModelCall(
             call_id=call_id, name=RUN_CODE, arguments={"code": code, "description": description}
         )
-        return await self._outer(PlannedCall(call=call, event_id=call_id), scope, signal, budget)
+        planned = PlannedCall(call=call, event_id=call_id)
+        return await self._outer(planned, scope, signal, budget, self._tracing.current())
 
     async def execute(
         self,
@@ -385,6 +400,7 @@ class CodeExecutor:
         self.registry.check_scope(scope)  # a caller's typo raises, before any event
         budget = self._budget_of(output_budget)
         planned = plan_batch(batch)
+        trace_parent = self._tracing.current()  # the caller's span, for every call's
         results: list[ToolResult | None] = [None] * len(planned)
         index = 0
         while index < len(planned):
@@ -399,7 +415,7 @@ class CodeExecutor:
 
             async def run_one(i: int, limiter: anyio.CapacityLimiter) -> None:
                 async with limiter:
-                    results[i] = await self._outer(planned[i], scope, signal, budget)
+                    results[i] = await self._outer(planned[i], scope, signal, budget, trace_parent)
 
             async with anyio.create_task_group() as tg:
                 for i in group:
@@ -428,11 +444,23 @@ class CodeExecutor:
         scope: str | None,
         signal: AbortSignal | None,
         budget: OutputBudget,
+        trace_parent: Context | None,
     ) -> ToolResult:
-        """One outer call: exactly one ``tool/call`` and one ``tool/result``, whatever happens."""
+        """One outer call: exactly one ``tool/call`` and one ``tool/result``, whatever happens.
+
+        And one span (``ptc.run_code``, or ``ptc.tool <name>`` for a native
+        call) under ``trace_parent``, current while the call runs.
+        """
         call = planned.call
         state = _OuterCall(settlement=Settlement(self.settle_grace), output_budget=budget)
         self._publish(call_event(planned.event_id, call.name, call.arguments))
+        if call.name == RUN_CODE and self.mode != "native":
+            state.span = self._tracing.start(
+                "ptc.run_code", trace_parent, self._run_span_attributes(call, scope)
+            )
+        else:
+            attributes = call_attributes(call.name, call.call_id, "native")
+            state.span = self._tracing.start(f"ptc.tool {call.name}", trace_parent, attributes)
         token = _OUTER.set(state)
         roots = self._active_roots
         roots[call.call_id] = roots.get(call.call_id, 0) + 1
@@ -443,6 +471,20 @@ class CodeExecutor:
                 del roots[call.call_id]
             else:
                 roots[call.call_id] -= 1
+            if state.span is not None:
+                if state.span.recording:
+                    state.span_attributes.update(_settled_attributes(state))
+                self._tracing.end(state.span, state.reported, state.span_attributes)
+
+    def _run_span_attributes(self, call: ModelCall, scope: str | None) -> Attributes:
+        attributes = call_attributes(RUN_CODE, call.call_id, RUN_CODE)
+        attributes["ptc.mode"] = self.mode
+        if scope is not None:
+            attributes["ptc.scope"] = scope
+        code = call.arguments.get("code") if isinstance(call.arguments, dict) else None
+        if isinstance(code, str):
+            attributes["ptc.code.chars"] = len(code)
+        return attributes
 
     async def _settle_outer(
         self,
@@ -465,12 +507,14 @@ class CodeExecutor:
             # the exception goes on.
             _OUTER.reset(token)
             ended = self._reported(_ended_by(exc, state), state)
+            state.reported = ended
             sequence = self._publish(self._result_event(planned, ended, state))
             with anyio.CancelScope(shield=True):
                 await self._delivery.flush(sequence, FLUSH_GRACE_SECONDS)
             raise
         _OUTER.reset(token)
         result = self._reported(result, state)
+        state.reported = result
         sequence = self._publish(self._result_event(planned, result, state))
         await self._delivery.flush(sequence, FLUSH_GRACE_SECONDS)
         return result
@@ -601,6 +645,8 @@ class CodeExecutor:
             outcome, bridge = await self._run_program(runtime, args["code"], ctx, limits, state)
         finally:
             self._run_slots.release_on_behalf_of(borrower)
+        if state.span is not None and state.span.recording:
+            state.span_attributes.update(_outcome_attributes(outcome, bridge, runtime))
         for context in bridge.deferred_contexts():
             ctx.defer_context(context)
         if not outcome.ok:
@@ -683,6 +729,9 @@ class CodeExecutor:
             max_parallel=self.max_parallel_sub_calls,
             publish=None if self.on_event is None else self._publish,
             dispatch_log=self.dispatch_log,
+            tracing=self._tracing,
+            # The sub-calls run in tasks of their own: their parent is passed on.
+            trace_parent=self._tracing.current() if state.span is None else state.span.context,
         )
         tool_names = [d.name for d in self.registry.definitions(ctx.scope)]
         live = None
@@ -788,6 +837,39 @@ def _takes_on_log_type(kind: type[Runtime]) -> bool:
 def _takes_on_log(runtime: Runtime) -> bool:
     """Whether ``runtime.run`` accepts ``on_log`` (a runtime written before it may not)."""
     return _takes_on_log_type(type(runtime))
+
+
+def _outcome_attributes(outcome: RunOutcome, bridge: Bridge, runtime: Runtime) -> Attributes:
+    """What a ``ptc.run_code`` span says of the program's run (see ``ptc._tracing``)."""
+    attributes: Attributes = {
+        "ptc.run.kind": outcome.kind or "ok",
+        "ptc.logs.lines": len(outcome.logs),
+        "ptc.logs.chars": sum(map(len, outcome.logs)) + max(len(outcome.logs) - 1, 0),
+        "ptc.tool_calls": bridge.calls_started,
+        "ptc.isolation": outcome.isolation.mode,
+        "ptc.runtime": outcome.isolation.runtime or runtime.name or type(runtime).__name__,
+    }
+    if outcome.has_result:
+        result = outcome.result
+        attributes["ptc.result.chars"] = (
+            len(result) if isinstance(result, str) else len(orjson.dumps(result).decode())
+        )
+    return attributes
+
+
+def _settled_attributes(state: _OuterCall) -> Attributes:
+    """What an outer call's span says of how it settled: cuts, media, abandoned sub-calls."""
+    attributes: Attributes = {}
+    if state.truncation is not None:
+        attributes["ptc.output.cut"] = state.truncation.cut
+    if state.abandoned:
+        attributes["ptc.abandoned_sub_calls"] = len(state.abandoned)
+    result = state.reported
+    if result is not None:
+        media = sum(1 for block in result.content if block.get("type") in ("image", "audio"))
+        if media:
+            attributes["ptc.media.count"] = media
+    return attributes
 
 
 def _ended_by(exc: BaseException, state: _OuterCall) -> ToolFailure:
