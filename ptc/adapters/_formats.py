@@ -108,9 +108,12 @@ def system_prompt(executor: CodeExecutor, scope: str | None = None) -> str:
     parts = [sections.get("tools:code-only", "")]
     sdk = sections.get("tools:sdk", "")
     if sdk:
+        fence = "```"
+        while fence in sdk:  # (a tool's description may hold a fenced example)
+            fence += "`"
         parts.append(
             "The `tools:sdk` section, the SDK `run_code` programs run against:\n\n"
-            f"```python\n{sdk.rstrip()}\n```"
+            f"{fence}python\n{sdk.rstrip()}\n{fence}"
         )
     return "\n\n".join(part for part in parts if part)
 

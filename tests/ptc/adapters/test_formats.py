@@ -382,6 +382,19 @@ async def test_the_system_prompt_is_the_rule_and_the_sdk() -> None:
         assert system_prompt(executor) == ""
 
 
+async def test_the_sdk_fence_outlasts_a_fence_in_a_description() -> None:
+    registry = ToolRegistry()
+
+    @registry.tool
+    async def shell(command: str) -> str:
+        """Run a command such as ```ls -l```."""
+        return command
+
+    async with executor_of(registry) as executor:
+        prompt = system_prompt(executor)
+    assert "\n````python\n" in prompt and prompt.endswith("\n````")
+
+
 # --------------------------------------------------------------------------- calls
 
 
