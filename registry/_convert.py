@@ -427,7 +427,10 @@ def _dataclass_converter(tp: type, decode: bool, memo: dict[type, list[Convert]]
         try:
             return tp(**kwargs)
         except _RECORD_ERRORS as exc:
-            # __post_init__ checks are the dataclass's own validation.
+            # __post_init__ checks are the dataclass's own validation (and a pydantic
+            # dataclass's validators raise its ValidationError, with a path per error).
+            if callable(getattr(exc, "errors", None)):
+                raise ConversionError(issues=_pydantic_issues(exc)) from None
             raise ConversionError(f"{name}: {_describe(exc)}") from None
 
     def encode_dataclass(value: Any) -> Any:
@@ -467,7 +470,7 @@ def _model_decoder(model: Any) -> Convert:
     return decode_model
 
 
-def _pydantic_issues(exc: ValueError) -> list[tuple[Path, str]]:
+def _pydantic_issues(exc: Exception) -> list[tuple[Path, str]]:
     errors = getattr(exc, "errors", None)
     if not callable(errors):
         return [((), _describe(exc))]

@@ -22,6 +22,7 @@ from typing import Any
 import jsonschema
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from ptc import CodeExecutor
 from ptc.testing import InProcessRuntime
@@ -692,6 +693,31 @@ async def test_dataclass_post_init_failing_is_invalid_args() -> None:
         define_tool(deliver), {"window": {"start": "2024-05-02T00:00:00Z", "end": "x"}}
     )
     assert _error(nested, INVALID_ARGS).endswith("(at $.window.end)")
+
+
+@pydantic_dataclass
+class Slot:
+    hour: int
+
+    @field_validator("hour")
+    @classmethod
+    def _office_hours(cls, hour: int) -> int:
+        if not 9 <= hour <= 17:
+            raise ValueError("outside office hours")
+        return hour
+
+
+@pytest.mark.anyio
+async def test_a_pydantic_dataclass_validator_failing_is_invalid_args() -> None:
+    async def book(slot: Slot) -> Slot:
+        return slot
+
+    definition = define_tool(book)
+    assert _value(await _call(definition, {"slot": {"hour": 10}})) == {"hour": 10}
+    result = await _call(definition, {"slot": {"hour": 20}})
+    assert _error(result, INVALID_ARGS) == (
+        "invalid arguments for book: Value error, outside office hours, got 20 (at $.slot.hour)"
+    )
 
 
 @pytest.mark.anyio
