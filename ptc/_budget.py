@@ -14,9 +14,18 @@ points) of text, and applies to a ``run_code`` result after the pipeline:
   shorter than the marker gives the marker alone). ``cut`` counts the
   characters of the text that neither the head nor the tail shows. A
   failure's message is cut the same way, on its own.
+- **Media** (image and audio blocks after the text, see ``ptc._media``):
+  each counts :data:`~ptc._media.MEDIA_BUDGET_CHARS` (6,000) characters,
+  whatever its size. Over the budget, the text keeps its length or half the
+  budget, whichever is less; the media get what is left, in order, and the
+  text then gets the rest. A block that does not fit is dropped, and a line
+  after the text says how many and which (its placeholder in the text still
+  names it). ``cut`` counts a dropped block as its 6,000 characters.
 - **Value** (``{logs, result}``, an MCP server's ``structuredContent``): the
   logs count as their lines joined by newlines, the result as its own length
-  when it is a string, else as its compact JSON text. Within the budget
+  when it is a string, else as its compact JSON text (where each image or
+  audio block the content shows is its placeholder plus its 6,000 characters;
+  cut, the result is that text, without the blocks). Within the budget
   together, the value is unchanged. Otherwise they share it: a part that fits
   in half the budget is kept whole and the other part gets the rest (each gets
   half when both are larger). Logs over their share are cut like content (the
@@ -42,6 +51,8 @@ import orjson
 
 from registry import ContentBlock, FailureDetail, ToolFailure, ToolResult, ToolSuccess, text_block
 
+from ._media import MEDIA_BUDGET_CHARS, MEDIA_TYPES, find_media, with_placeholders
+
 __all__ = [
     "DEFAULT_OUTPUT_BUDGET",
     "OutputSpill",
@@ -49,6 +60,7 @@ __all__ = [
     "Truncation",
     "apply_output_budget",
     "check_output_budget",
+    "content_size",
     "content_text",
     "cut_marker",
     "cut_text",
@@ -70,14 +82,22 @@ OutputBudget: TypeAlias = int | float
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Truncation:
-    """How much of one text (or value) was cut: ``chars`` in all, ``cut`` of them."""
+    """How much of one text (or value) was cut: ``chars`` in all, ``cut`` of them.
+
+    ``media_dropped``: how many image or audio blocks were dropped (each
+    counted in ``chars`` and ``cut`` as its share of the budget).
+    """
 
     chars: int
     cut: int
     budget: int
+    media_dropped: int = 0
 
     def to_json(self) -> dict[str, int]:
-        return {"chars": self.chars, "cut": self.cut, "budget": self.budget}
+        out = {"chars": self.chars, "cut": self.cut, "budget": self.budget}
+        if self.media_dropped:
+            out["media_dropped"] = self.media_dropped
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -157,6 +177,12 @@ def content_text(content: list[ContentBlock]) -> str:
     return "\n".join(
         block["text"] for block in content if block.get("type") == "text" and "text" in block
     )
+
+
+def content_size(content: list[ContentBlock]) -> int:
+    """What ``content`` counts against the budget: its text, plus each image or audio block."""
+    media = sum(1 for block in content if block.get("type") in MEDIA_TYPES)
+    return len(content_text(content)) + media * MEDIA_BUDGET_CHARS
 
 
 def cut_text(
@@ -245,15 +271,15 @@ def over_budget(result: ToolResult, budget: OutputBudget) -> bool:
     """Whether any model-facing part of ``result`` is longer than ``budget`` allows."""
     if budget == math.inf:
         return False
-    if len(content_text(result.content)) > budget:
+    if content_size(result.content) > budget:
         return True
     if isinstance(result, ToolFailure):
         return len(result.error.message) > budget
     value = result.value
     if not isinstance(value, dict):
         return False
-    logs, result_text = _value_parts(value)
-    return len(logs) + (0 if result_text is None else len(result_text)) > budget
+    logs, result_text, media_chars = _value_parts(value)
+    return len(logs) + (0 if result_text is None else len(result_text) + media_chars) > budget
 
 
 def apply_output_budget(
@@ -298,27 +324,77 @@ def _cut_content(
     content: list[ContentBlock], budget: int, note: str | None
 ) -> tuple[list[ContentBlock], Truncation | None]:
     text = content_text(content)
-    cut, truncation = cut_text(text, budget, note)
-    if truncation is None:
+    media = [block for block in content if block.get("type") in MEDIA_TYPES]
+    if not media:
+        cut, truncation = cut_text(text, budget, note)
+        if truncation is None:
+            return content, None
+        others = [block for block in content if block.get("type") != "text"]
+        return [text_block(cut), *others], truncation
+    media_chars = len(media) * MEDIA_BUDGET_CHARS
+    if len(text) + media_chars <= budget:
         return content, None
-    others = [block for block in content if block.get("type") != "text"]
-    return [text_block(cut), *others], truncation
+    room = budget - min(len(text), budget // 2)  # what the media may take
+    kept, dropped_line = len(media), ""
+    if media_chars > room:
+        longest = len(_dropped_line(media, len(media), budget)) + 1
+        kept = max(0, (room - longest) // MEDIA_BUDGET_CHARS)
+        dropped_line = _dropped_line(media, kept, budget)
+    text_share = budget - kept * MEDIA_BUDGET_CHARS - (len(dropped_line) + 1 if dropped_line else 0)
+    cut, text_cut = cut_text(text, max(text_share, 1), note, shown_budget=budget)
+    if dropped_line:
+        cut = f"{cut}\n{dropped_line}" if cut else dropped_line
+    dropped = len(media) - kept
+    truncation = Truncation(
+        chars=len(text) + media_chars,
+        cut=(0 if text_cut is None else text_cut.cut) + dropped * MEDIA_BUDGET_CHARS,
+        budget=budget,
+        media_dropped=dropped,
+    )
+    shown = media[:kept]
+    others = [
+        block
+        for block in content
+        if block.get("type") != "text" and block.get("type") not in MEDIA_TYPES
+    ]
+    return [text_block(cut), *shown, *others], truncation
 
 
-def _value_parts(value: dict[str, Any]) -> tuple[str, str | None]:
-    """The logs' text and the result's (``None``: no result), as the budget counts them."""
+def _dropped_line(media: list[ContentBlock], kept: int, budget: int) -> str:
+    """The line after the text that says which media blocks the budget dropped."""
+    dropped = media[kept:]
+    kinds = {block.get("type") for block in dropped}
+    what = "images" if kinds == {"image"} else "audio clips" if kinds == {"audio"} else "media"
+    numbers = f"number {kept + 1}" if len(dropped) == 1 else f"numbers {kept + 1}-{len(media)}"
+    return (
+        f"[… {len(dropped)} of {len(media)} {what} not shown ({numbers}): each counts "
+        f"{MEDIA_BUDGET_CHARS:,} characters of the output budget ({budget:,}). Return fewer.]"
+    )
+
+
+def _value_parts(value: dict[str, Any]) -> tuple[str, str | None, int]:
+    """The logs' text, the result's (``None``: no result) and its media's count, as counted.
+
+    A result with media blocks the content shows is its text with their
+    placeholders, and they add ``MEDIA_BUDGET_CHARS`` each.
+    """
     logs = value.get("logs")
     logs_text = "\n".join(logs) if isinstance(logs, list) else ""
     if "result" not in value:
-        return logs_text, None
+        return logs_text, None, 0
     shown = value["result"]
-    return logs_text, shown if isinstance(shown, str) else orjson.dumps(shown).decode()
+    if isinstance(shown, str):
+        return logs_text, shown, 0
+    media = [m for m in find_media(shown) if m.block is not None]
+    if media:
+        shown = with_placeholders(shown, media, refused=False)
+    return logs_text, orjson.dumps(shown).decode(), len(media) * MEDIA_BUDGET_CHARS
 
 
 def _cut_value(value: dict[str, Any], budget: int, note: str | None) -> dict[str, Any]:
-    logs_text, result_text = _value_parts(value)
+    logs_text, result_text, media_chars = _value_parts(value)
     logs_chars = len(logs_text)
-    result_chars = 0 if result_text is None else len(result_text)
+    result_chars = 0 if result_text is None else len(result_text) + media_chars
     if logs_chars + result_chars <= budget:
         return value
     if result_chars <= budget / 2:
@@ -335,12 +411,12 @@ def _cut_value(value: dict[str, Any], budget: int, note: str | None) -> dict[str
     if logs_cut is not None:
         cut_value["logs"] = logs.split("\n")
         truncated["cut"] += logs_cut.cut
-    if result_text is not None:
+    if result_text is not None and result_chars > result_share:
+        # Cut, the result is its text: its media blocks are their placeholders only.
         shown, result_cut = cut_text(result_text, result_share, note, shown_budget=budget)
-        if result_cut is not None:
-            truncated["result"] = "string" if isinstance(value["result"], str) else "json"
-            cut_value["result"] = shown
-            truncated["cut"] += result_cut.cut
+        truncated["result"] = "string" if isinstance(value["result"], str) else "json"
+        cut_value["result"] = shown
+        truncated["cut"] += (0 if result_cut is None else result_cut.cut) + media_chars
     if note:
         truncated["note"] = note
     cut_value["truncated"] = truncated

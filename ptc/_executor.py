@@ -51,6 +51,7 @@ from ._delivery import FLUSH_GRACE_SECONDS, EventDelivery
 from ._events import DispatchLogHook, EventSink, call_event, progress_event, result_event
 from ._exceptions import CodeRunFailedError, ExecutorBusyError, ExecutorConfigError
 from ._live import LiveLog, LiveLogs
+from ._media import find_media, with_placeholders
 from ._render import render_run_result
 from ._tracing import ActiveSpan, Attributes, Tracing, call_attributes
 
@@ -901,7 +902,13 @@ def _render_run(value: dict[str, Any], limit: int, budget: OutputBudget) -> list
     past the limit it is shown compact (never more bytes than its JSON). So it
     is past the output budget when compact fits within it (the budget then
     cuts nothing); otherwise the budget cuts the pretty text.
+
+    Images and audio the program returned follow the text, which shows a
+    placeholder for each (see ``ptc._media``).
     """
+    media = find_media(value["result"]) if "result" in value else []
+    if media:
+        value = {**value, "result": with_placeholders(value["result"], media)}
     text = render_run_result(value)
     result = value.get("result")
     if type(result) in (dict, list):
@@ -910,4 +917,4 @@ def _render_run(value: dict[str, Any], limit: int, budget: OutputBudget) -> list
             compact = "\n".join([*value["logs"], orjson.dumps(result).decode()])
             if over_limit or len(compact) <= budget:
                 text = compact
-    return [text_block(text)]
+    return [text_block(text), *(m.block for m in media if m.block is not None)]

@@ -7,6 +7,7 @@
 - A FAILED tool call raises `ToolCallError`, whose `tool_name` identifies the failed tool, whose `message` is human-readable and whose `code` is the failure's stable code (`NOT_FOUND`, `TOOL_TIMEOUT`, `TOOL_DENIED`, …; `None` when it has none) — `try`/`except ToolCallError` to handle it and continue, branching on `e.code` when the failures need different handling.
 - Independent read-only calls MAY overlap under `asyncio.gather(...)` (`import asyncio`; safe calls run concurrently; mutating calls run alone, in submission order). Sequence dependent work with `await`.
 - Emit results with `return` and/or `print(...)`. ONLY what you print or return comes back to you — intermediate tool results never enter the conversation, so extract just what you need.
+- To see an image or audio block a tool returned (`{"type": "image", "data": <base64>, "mimeType": ...}`), `return` it, alone or as an item of the returned list: it comes back to you as the image itself, not as text.
 
 The available tools:
 """
