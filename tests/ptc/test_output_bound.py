@@ -13,6 +13,7 @@ limit plus its fixed parts.
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 from collections.abc import AsyncIterator
 from typing import Any
@@ -96,7 +97,10 @@ def test_ptc_run_json_stays_within_its_bound(
 ) -> None:
     monkeypatch.setattr(ptc._run, "Limits", functools.partial(Limits, max_output_bytes=LIMIT))
     code = PROGRAMS[name]
-    run_program(ToolRegistry(), code, RunOptions(as_json=True))
+    # In a thread of its own: this module's async fixture keeps an event loop
+    # running in the test thread, where `ptc run`'s own anyio.run cannot start.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(run_program, ToolRegistry(), code, RunOptions(as_json=True)).result()
     printed = capsys.readouterr().out
     payload = orjson.loads(printed)
     # Its fixed parts: the keys, the events' ids and times, and the program itself.
