@@ -16,6 +16,7 @@ import importlib.util
 import re
 import signal
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -327,7 +328,8 @@ def run_command(main: Callable[[], Awaitable[T]]) -> T:
                         tasks.cancel_scope.cancel()
                         return
 
-            tasks.start_soon(watch)
+            if threading.current_thread() is threading.main_thread():
+                tasks.start_soon(watch)  # signals reach the main thread only
             try:
                 results.append(await main())
             except Exception as exc:  # raised again below, not wrapped in a group
