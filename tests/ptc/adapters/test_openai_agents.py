@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import base64
 import json
+import struct
 import subprocess
 import sys
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -59,6 +61,20 @@ async def invoke(tool: FunctionTool, arguments: str, call_id: str = "call_1") ->
         context=None, tool_name=tool.name, tool_call_id=call_id, tool_arguments=arguments
     )
     return await tool.on_invoke_tool(ctx, arguments)
+
+
+def tiny_png() -> bytes:
+    """A valid one-pixel PNG (the executor checks an image's signature)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    pixels = zlib.compress(b"\x00\xff\x00\x00")
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+    )
 
 
 def arguments(code: str) -> str:
@@ -211,6 +227,16 @@ async def test_the_tool_refuses_what_cannot_work(registry: ToolRegistry) -> None
             code_mode_tool(executor, "nope")
 
 
+async def test_an_image_a_program_returns_is_an_image_output(executor: CodeExecutor) -> None:
+    png = base64.b64encode(tiny_png()).decode()
+    image = {"type": "image", "data": png, "mimeType": "image/png"}
+    out = await invoke(code_mode_tool(executor), arguments(f"print('chart')\nreturn {image!r}"))
+    assert out == [
+        ToolOutputText(text=f"chart\n<image 1: image/png, {len(tiny_png())} bytes>"),
+        ToolOutputImage(image_url=f"data:image/png;base64,{png}"),
+    ]
+
+
 def test_images_in_a_result_become_image_outputs() -> None:
     png = base64.b64encode(b"\x89PNG\r\n\x1a\nfake").decode()
     result = ToolSuccess(
@@ -226,6 +252,16 @@ def test_images_in_a_result_become_image_outputs() -> None:
         ToolOutputImage(image_url=f"data:image/png;base64,{png}"),
         ToolOutputText(text="1"),
     ]
+
+
+def test_the_tool_imports_the_agents_sdk_and_not_pydantic_ai() -> None:
+    code = (
+        "import sys\n"
+        "from ptc.adapters import code_mode_tool\n"
+        "assert 'agents' in sys.modules\n"
+        "assert 'pydantic_ai' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 def test_the_example_runs_offline() -> None:
