@@ -29,6 +29,8 @@ _ANNOTATIONS = frozenset(
         "writeOnly",
         "$schema",
         "$id",
+        # An annotation too: the registry's validators run without a format checker.
+        "format",
     }
 )
 #: Dialects in which the handled keywords mean exactly what they mean in 2020-12.
