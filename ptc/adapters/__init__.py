@@ -9,6 +9,15 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+# Tools written for other frameworks: each function imports its framework when called.
+from ._foreign_tools import MODEL_RETRY as MODEL_RETRY
+from ._foreign_tools import TOOL_EXCEPTION as TOOL_EXCEPTION
+from ._foreign_tools import TOOL_FAILED as TOOL_FAILED
+from ._foreign_tools import TOOL_NEEDS_FRAMEWORK as TOOL_NEEDS_FRAMEWORK
+from ._foreign_tools import register_fastmcp_tools as register_fastmcp_tools
+from ._foreign_tools import register_langchain_tools as register_langchain_tools
+from ._foreign_tools import register_pydantic_ai_tools as register_pydantic_ai_tools
+
 # The API formats import no SDK (they read the SDKs' objects by their fields).
 from ._formats import anthropic_calls as anthropic_calls
 from ._formats import anthropic_results as anthropic_results
@@ -35,6 +44,10 @@ _LAZY = {
 }
 
 __all__ = [
+    "MODEL_RETRY",
+    "TOOL_EXCEPTION",
+    "TOOL_FAILED",
+    "TOOL_NEEDS_FRAMEWORK",
     "CodeModeToolset",
     "anthropic_calls",
     "anthropic_results",
@@ -47,6 +60,9 @@ __all__ = [
     "openai_responses_calls",
     "openai_responses_results",
     "openai_responses_tools",
+    "register_fastmcp_tools",
+    "register_langchain_tools",
+    "register_pydantic_ai_tools",
     "strict_json_schema",
     "system_prompt",
 ]
