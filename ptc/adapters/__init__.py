@@ -32,6 +32,7 @@ from ._formats import strict_json_schema as strict_json_schema
 from ._formats import system_prompt as system_prompt
 
 if TYPE_CHECKING:
+    from ._langchain import code_mode_langchain_tool as code_mode_langchain_tool
     from ._openai_agents import code_mode_tool as code_mode_tool
     from ._pydantic_ai import CodeModeToolset as CodeModeToolset
     from ._pydantic_ai import code_mode_toolset as code_mode_toolset
@@ -41,6 +42,7 @@ _LAZY = {
     "CodeModeToolset": "._pydantic_ai",
     "code_mode_toolset": "._pydantic_ai",
     "code_mode_tool": "._openai_agents",
+    "code_mode_langchain_tool": "._langchain",
 }
 
 __all__ = [
@@ -52,6 +54,7 @@ __all__ = [
     "anthropic_calls",
     "anthropic_results",
     "anthropic_tools",
+    "code_mode_langchain_tool",
     "code_mode_tool",
     "code_mode_toolset",
     "openai_chat_calls",
