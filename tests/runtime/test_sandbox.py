@@ -29,6 +29,7 @@ import threading
 import time
 import types
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -1139,14 +1140,44 @@ def test_restricted_runtime_guards(source: str) -> None:
 # --------------------------------------------------------------------------- lifecycle (issue 13)
 
 
-def test_program_is_pid_2_under_an_init(workdir: str) -> None:
-    def body() -> dict[str, Any]:
-        return {"pid": os.getpid(), "parent": os.getppid(), "session": os.getsid(0) == os.getpid()}
+_PID_PROBE = """
+import json, os, sys
+from runtime._sandbox import SandboxConfig, enter_sandbox
+fd = int(sys.argv[2])
+config = SandboxConfig(
+    workdir=sys.argv[1], memory_bytes=512 << 20, cpu_seconds=10.0, max_file_bytes=1 << 20
+)
+statuses = enter_sandbox(config, keep_fds=[fd])
+layer = next(s for s in statuses if s.name == "pid-namespace")
+report = {"active": layer.active, "detail": layer.detail, "pid": os.getpid(),
+          "parent": os.getppid(), "session": os.getsid(0) == os.getpid()}
+os.write(fd, json.dumps(report).encode())
+"""
 
-    outcome = run_sandboxed(body, workdir=workdir)
-    assert outcome.layers["pid-namespace"].active, outcome.layers["pid-namespace"].detail
-    assert "PID 2" in outcome.layers["pid-namespace"].detail
-    assert outcome.results == {"pid": 2, "parent": 1, "session": True}
+
+def test_program_is_pid_2_under_an_init(workdir: str) -> None:
+    # In a fresh interpreter, as a worker is: forked from this test process, the
+    # at-fork hooks of libraries other tests imported (an OpenTelemetry SDK's
+    # thread pools, say) would run in the init and take PIDs of its namespace.
+    read_fd, write_fd = os.pipe()
+    try:
+        subprocess.run(
+            [sys.executable, "-c", _PID_PROBE, workdir, str(write_fd)],
+            pass_fds=[write_fd],
+            cwd=str(Path(__file__).resolve().parents[2]),
+            check=True,
+            timeout=60,
+        )
+        os.close(write_fd)
+        write_fd = -1
+        report = json.loads(os.read(read_fd, 1 << 16))
+    finally:
+        os.close(read_fd)
+        if write_fd >= 0:
+            os.close(write_fd)
+    assert report["active"], report["detail"]
+    assert "PID 2" in report["detail"]
+    assert (report["pid"], report["parent"], report["session"]) == (2, 1, True)
 
 
 def _clear_death_signal() -> None:
