@@ -22,6 +22,7 @@ from ._foreign_tools import register_pydantic_ai_tools as register_pydantic_ai_t
 from ._formats import anthropic_calls as anthropic_calls
 from ._formats import anthropic_results as anthropic_results
 from ._formats import anthropic_tools as anthropic_tools
+from ._formats import api_names as api_names
 from ._formats import openai_chat_calls as openai_chat_calls
 from ._formats import openai_chat_results as openai_chat_results
 from ._formats import openai_chat_tools as openai_chat_tools
@@ -54,6 +55,7 @@ __all__ = [
     "anthropic_calls",
     "anthropic_results",
     "anthropic_tools",
+    "api_names",
     "code_mode_langchain_tool",
     "code_mode_tool",
     "code_mode_toolset",

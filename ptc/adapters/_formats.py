@@ -48,6 +48,7 @@ gives that call a ``MALFORMED_CALL`` error result (the rest of the batch runs).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -78,6 +79,7 @@ __all__ = [
     "anthropic_calls",
     "anthropic_results",
     "anthropic_tools",
+    "api_names",
     "openai_chat_calls",
     "openai_chat_results",
     "openai_chat_tools",
@@ -90,6 +92,7 @@ __all__ = [
 
 # Both APIs name a function with 1 to 64 of these characters.
 _API_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_UNFIT = re.compile(r"[^A-Za-z0-9_-]")
 # The image types both APIs take.
 _IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
@@ -123,8 +126,7 @@ def openai_chat_tools(
 ) -> list[ChatCompletionFunctionToolParam]:
     """The tools for Chat Completions' ``tools=``: ``{"type": "function", "function": ...}``.
 
-    Raises:
-        ValueError: a tool's name is not one the API takes (see :func:`openai_responses_tools`).
+    Names the API does not take are renamed (see :func:`api_names`).
     """
     tools: list[ChatCompletionFunctionToolParam] = []
     for tool in _model_tools(executor, scope, "OpenAI"):
@@ -148,12 +150,8 @@ def openai_responses_tools(
 ) -> list[FunctionToolParam]:
     """The tools for the Responses API's ``tools=``: ``{"type": "function", "name": ...}``.
 
-    ``strict`` is always given, since the API's default is ``true``.
-
-    Raises:
-        ValueError: a tool's name is not 1 to 64 letters, digits, ``_`` or ``-`` (in
-            ``native`` or ``both`` mode, say a namespaced ``git.status``); ``code`` mode
-            has only ``run_code``, and a program reaches every name.
+    ``strict`` is always given, since the API's default is ``true``. Names the API
+    does not take are renamed (see :func:`api_names`).
     """
     tools: list[FunctionToolParam] = []
     for tool in _model_tools(executor, scope, "OpenAI"):
@@ -173,8 +171,7 @@ def openai_responses_tools(
 def anthropic_tools(executor: CodeExecutor, scope: str | None = None) -> list[ToolParam]:
     """The tools for Anthropic's ``tools=``: ``{"name", "description", "input_schema"}``.
 
-    Raises:
-        ValueError: a tool's name is not one the API takes (see :func:`openai_responses_tools`).
+    Names the API does not take are renamed (see :func:`api_names`).
     """
     return [
         {
@@ -187,15 +184,40 @@ def anthropic_tools(executor: CodeExecutor, scope: str | None = None) -> list[To
 
 
 def _model_tools(executor: CodeExecutor, scope: str | None, api: str) -> list[dict[str, Any]]:
+    """The model-facing tools, each under the name the APIs take (see :func:`api_names`)."""
     tools: list[dict[str, Any]] = executor.describe(scope)["tools"]
-    unfit = [tool["name"] for tool in tools if not _API_NAME.fullmatch(tool["name"])]
-    if unfit:
-        names = ", ".join(repr(name) for name in unfit)
-        raise ValueError(
-            f"{api} takes tool names of 1 to 64 letters, digits, '_' or '-'; these are not: "
-            f"{names} (in code mode only run_code is a tool, and a program reaches every name)"
-        )
-    return tools
+    names = api_names(executor, scope)
+    return [{**tool, "name": names.get(tool["name"], tool["name"])} for tool in tools]
+
+
+def api_names(executor: CodeExecutor, scope: str | None = None) -> dict[str, str]:
+    """Each tool the model sees -> the name it has in the OpenAI and Anthropic APIs.
+
+    The APIs take 1 to 64 letters, digits, ``_`` or ``-``. A name that fits is kept;
+    another (a namespaced ``git.status``, in ``native`` or ``both`` mode) has each other
+    character replaced by ``_``, and gets a short hash of its real name when that
+    would clash with a name already taken or be too long. Deterministic for a tool
+    set; the ``*_calls`` functions map the names back when given the executor.
+    """
+    listed = sorted(tool["name"] for tool in executor.describe(scope)["tools"])
+    names = {name: name for name in listed if _API_NAME.fullmatch(name)}
+    taken = set(names)
+    for name in listed:
+        if name in names:
+            continue
+        plain = _UNFIT.sub("_", name) or "tool"
+        if plain in taken or len(plain) > 64:
+            digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+            plain = f"{plain[:55]}_{digest}"
+        taken.add(plain)
+        names[name] = plain
+    return names
+
+
+def _real_names(executor: CodeExecutor | None, scope: str | None) -> dict[str, str]:
+    if executor is None:
+        return {}
+    return {api: real for real, api in api_names(executor, scope).items() if api != real}
 
 
 def _openai_parameters(parameters: dict[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -420,6 +442,8 @@ def openai_chat_calls(
     | ChatCompletionMessage
     | Iterable[ChatCompletionMessageToolCallUnion | Mapping[str, Any]]
     | Mapping[str, Any],
+    executor: CodeExecutor | None = None,
+    scope: str | None = None,
 ) -> list[ModelCall]:
     """The tool calls of a Chat Completions answer as ``ModelCall``\\s, in order.
 
@@ -433,6 +457,7 @@ def openai_chat_calls(
             return []
         message = _field(choices[0], "message")
     tool_calls = _field(message, "tool_calls") if _is_message(message) else message
+    real = _real_names(executor, scope)
     calls: list[ModelCall] = []
     for item in _items(tool_calls, "tool calls"):
         if _field(item, "type") == "custom":
@@ -441,12 +466,14 @@ def openai_chat_calls(
         else:
             function = _field(item, "function")
             name, arguments = _field(function, "name"), _field(function, "arguments")
-        calls.append(_call(_field(item, "id"), name, arguments))
+        calls.append(_call(_field(item, "id"), real.get(name, name), arguments))
     return calls
 
 
 def openai_responses_calls(
     response: Response | Iterable[ResponseFunctionToolCall | Any] | Mapping[str, Any],
+    executor: CodeExecutor | None = None,
+    scope: str | None = None,
 ) -> list[ModelCall]:
     """The ``function_call`` items of a Responses answer as ``ModelCall``\\s, in order.
 
@@ -454,8 +481,13 @@ def openai_responses_calls(
     items of other kinds (messages, reasoning) are skipped.
     """
     items = _field(response, "output") if _has(response, "output") else response
+    real = _real_names(executor, scope)
     return [
-        _call(_field(item, "call_id"), _field(item, "name"), _field(item, "arguments"))
+        _call(
+            _field(item, "call_id"),
+            real.get(_field(item, "name"), _field(item, "name")),
+            _field(item, "arguments"),
+        )
         for item in _items(items, "output items")
         if _field(item, "type") == "function_call"
     ]
@@ -463,6 +495,8 @@ def openai_responses_calls(
 
 def anthropic_calls(
     message: Message | Iterable[ToolUseBlock | Any] | Mapping[str, Any],
+    executor: CodeExecutor | None = None,
+    scope: str | None = None,
 ) -> list[ModelCall]:
     """The ``tool_use`` blocks of an Anthropic message as ``ModelCall``\\s, in order.
 
@@ -472,8 +506,13 @@ def anthropic_calls(
     blocks = _field(message, "content") if _has(message, "content") else message
     if isinstance(blocks, str):
         return []  # a message of text only
+    real = _real_names(executor, scope)
     return [
-        _call(_field(block, "id"), _field(block, "name"), _field(block, "input"))
+        _call(
+            _field(block, "id"),
+            real.get(_field(block, "name"), _field(block, "name")),
+            _field(block, "input"),
+        )
         for block in _items(blocks, "content blocks")
         if _field(block, "type") == "tool_use"
     ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping
@@ -54,6 +55,7 @@ from ptc.adapters import (
     anthropic_calls,
     anthropic_results,
     anthropic_tools,
+    api_names,
     openai_chat_calls,
     openai_chat_results,
     openai_chat_tools,
@@ -352,18 +354,48 @@ def test_limits_of_strict_mode_are_kept() -> None:
     assert "more than 1000 enum values" in (_strict_problem(enums) or "")
 
 
-async def test_a_name_the_apis_refuse_is_an_error_naming_it() -> None:
+async def test_a_name_the_apis_refuse_is_renamed_and_mapped_back() -> None:
     registry = make_registry(latency=0)
 
-    @registry.tool(name="docs.search")
+    @registry.tool(name="docs.search", concurrency_safe=True)
     async def search(query: str) -> str:
         """Search."""
-        return query
+        return f"found {query}"
+
+    @registry.tool(name="docs_search")
+    async def other(query: str) -> str:
+        """Another tool whose name the plain rename would take."""
+        return "the other one"
 
     async with executor_of(registry, mode="both") as executor:
+        names = api_names(executor)
+        renamed = names["docs.search"]
+        assert names["docs_search"] == "docs_search"  # a fitting name is kept
+        assert re.fullmatch(r"docs_search_[0-9a-f]{8}", renamed)  # clash: a hash of its own
+        assert api_names(executor) == names  # deterministic
         for make in (openai_chat_tools, openai_responses_tools, anthropic_tools):
-            with pytest.raises(ValueError, match=r"'docs\.search'"):
-                make(executor)
+            listed = [json.dumps(tool) for tool in make(executor)]
+            assert any(f'"{renamed}"' in tool for tool in listed)
+            assert not any('"docs.search"' in tool for tool in listed)
+        message = Message.model_validate(
+            {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude",
+                "content": [
+                    {"type": "tool_use", "id": "tu_1", "name": renamed, "input": {"query": "x"}}
+                ],
+                "stop_reason": "tool_use",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 1, "output_tokens": 1},
+            }
+        )
+        calls = anthropic_calls(message, executor)
+        assert [call.name for call in calls] == ["docs.search"]
+        batch = await executor.execute(calls)
+        assert batch.results[0].result.value == "found x"
+        assert [call.name for call in anthropic_calls(message)] == [renamed]  # no executor: as is
     async with executor_of(registry, mode="code") as executor:  # only run_code is a tool
         assert [t["name"] for t in anthropic_tools(executor)] == [RUN_CODE]
 
