@@ -6,14 +6,17 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import orjson
 import typer
 
 from registry import ToolAnnotations, ToolDefinition, ToolRegistry, UnknownScopeError
 
-from ._toolspec import ToolSpecError, ToolSpecs, read_tool_specs
+from ._toolspec import ToolSet, ToolSpecError, ToolSpecs, read_tool_specs
+
+if TYPE_CHECKING:
+    from ._budget import OutputBudget
 
 __all__ = ["app", "main"]
 
@@ -148,6 +151,33 @@ def _read_specs(tools: list[str]) -> ToolSpecs:
         return read_tool_specs(tools)
     except ToolSpecError as exc:
         fail(str(exc))
+
+
+def _budget_option(text: str | None) -> OutputBudget:
+    """``--output-budget``: the default when absent; a bad value is one line and exit 2."""
+    from ._budget import DEFAULT_OUTPUT_BUDGET, parse_output_budget
+
+    try:
+        return DEFAULT_OUTPUT_BUDGET if text is None else parse_output_budget(text)
+    except ValueError as exc:
+        fail(str(exc))
+
+
+def _callable_tool_set(tools: list[str], scope: str | None, command: str) -> ToolSet:
+    """The tool set of a command that calls tools: no schema files, the scope checked first."""
+    specs = _read_specs(tools)
+    if specs.schemas:
+        fail(
+            f"`ptc {command}` needs a registry whose tools it can call (path/to/file.py:attr or "
+            f"package.module:attr); {specs.schemas[0].path} is a file of tool schemas, "
+            "which only `ptc sdk` reads"
+        )
+    try:
+        tool_set = specs.tool_set()
+        tool_set.registry.check_scope(scope)  # before any server is started
+    except (ToolSpecError, UnknownScopeError) as exc:
+        fail(str(exc))
+    return tool_set
 
 
 def one_line(text: str, width: int = 80) -> str:
@@ -306,28 +336,10 @@ def run_command(
     What the program prints is shown on stderr as it happens (a burst of 50
     lines, then 20 a second); the output at the end, on stdout, has every line.
     """
-    from ._budget import DEFAULT_OUTPUT_BUDGET, parse_output_budget
     from ._run import RunOptions, run_program
 
-    try:
-        budget = (
-            DEFAULT_OUTPUT_BUDGET if output_budget is None else parse_output_budget(output_budget)
-        )
-    except ValueError as exc:
-        fail(str(exc))
-
-    specs = _read_specs(tools)
-    if specs.schemas:
-        fail(
-            f"`ptc run` needs a registry whose tools it can call (path/to/file.py:attr or "
-            f"package.module:attr); {specs.schemas[0].path} is a file of tool schemas, "
-            "which only `ptc sdk` reads"
-        )
-    try:
-        tool_set = specs.tool_set()
-        tool_set.registry.check_scope(scope)  # before any server is started
-    except (ToolSpecError, UnknownScopeError) as exc:
-        fail(str(exc))
+    budget = _budget_option(output_budget)
+    tool_set = _callable_tool_set(tools, scope, "run")
     try:
         code = _program_text(program)
     except OSError as exc:
@@ -405,26 +417,10 @@ def serve_command(
     ] = None,
 ) -> None:
     """Serve run_code (and, with --mode both, the tools) to any MCP client."""
-    from ._budget import DEFAULT_OUTPUT_BUDGET, parse_output_budget
     from ._serve import ServeOptions, serve_tools
 
-    try:
-        budget = (
-            DEFAULT_OUTPUT_BUDGET if output_budget is None else parse_output_budget(output_budget)
-        )
-    except ValueError as exc:
-        fail(str(exc))
-    specs = _read_specs(tools)
-    if specs.schemas:
-        fail(
-            f"`ptc serve` needs a registry whose tools it can call; {specs.schemas[0].path} "
-            "is a file of tool schemas, which only `ptc sdk` reads"
-        )
-    try:
-        tool_set = specs.tool_set()
-        tool_set.registry.check_scope(scope)  # before any server is started
-    except (ToolSpecError, UnknownScopeError) as exc:
-        fail(str(exc))
+    budget = _budget_option(output_budget)
+    tool_set = _callable_tool_set(tools, scope, "serve")
     options = ServeOptions(
         scope=scope,
         runtime=runtime,

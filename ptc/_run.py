@@ -15,7 +15,7 @@ from ._budget import DEFAULT_OUTPUT_BUDGET, OutputBudget, check_output_budget
 from ._executor import CodeExecutor
 from ._toolspec import ToolSet, run_command
 
-__all__ = ["RunOptions", "run_program"]
+__all__ = ["RunOptions", "log_event", "open_event_log", "run_program"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,6 +32,26 @@ class RunOptions:
     as_json: bool = False
     #: Print each line the program prints to stderr as it happens (``--quiet`` turns it off).
     live: bool = False
+
+
+def open_event_log(path: str | None) -> IO[bytes] | None:
+    """The ``--events`` file, opened to append (``None`` without one).
+
+    Raises:
+        ValueError: it cannot be opened (the CLI prints it and exits 2).
+    """
+    if path is None:
+        return None
+    try:
+        return open(path, "ab")
+    except OSError as exc:
+        raise ValueError(f"cannot open {path}: {exc.strerror}") from exc
+
+
+def log_event(log: IO[bytes], event: dict[str, Any]) -> None:
+    """Append one event to an ``--events`` file as a JSON line, flushed."""
+    log.write(orjson.dumps(event) + b"\n")
+    log.flush()
 
 
 def run_program(tools: ToolRegistry | ToolSet, code: str, options: RunOptions) -> int:
@@ -61,12 +81,7 @@ def run_program(tools: ToolRegistry | ToolSet, code: str, options: RunOptions) -
         raise ValueError(str(exc)) from exc
     limits = Limits() if options.timeout is None else Limits(timeout=options.timeout)
     collected: list[dict[str, Any]] = []
-    sink_file: IO[bytes] | None = None
-    if options.events_path is not None:
-        try:
-            sink_file = open(options.events_path, "ab")  # noqa: SIM115 - closed below
-        except OSError as exc:
-            raise ValueError(f"cannot open {options.events_path}: {exc.strerror}") from exc
+    sink_file = open_event_log(options.events_path)
 
     live = options.live
 
@@ -74,8 +89,7 @@ def run_program(tools: ToolRegistry | ToolSet, code: str, options: RunOptions) -
         nonlocal live
         collected.append(event)
         if sink_file is not None:
-            sink_file.write(orjson.dumps(event) + b"\n")
-            sink_file.flush()
+            log_event(sink_file, event)
         if live and event["type"] == "tool/ptc-log":
             try:
                 _show_live(event)

@@ -587,19 +587,13 @@ def serve_tools(tools: Any, options: ServeOptions) -> int:
     if exposed is not None:
         warn(exposed)
     limits = Limits() if options.timeout is None else Limits(timeout=options.timeout)
-    events: Any = None
-    if options.events_path is not None:
-        try:
-            events = open(options.events_path, "ab")  # noqa: SIM115 - closed below
-        except OSError as exc:
-            raise ValueError(f"cannot open {options.events_path}: {exc.strerror}") from exc
+    from ._run import log_event, open_event_log
+
+    events = open_event_log(options.events_path)
 
     def on_event(event: dict[str, Any]) -> None:
         if events is not None:
-            import orjson
-
-            events.write(orjson.dumps(event) + b"\n")
-            events.flush()
+            log_event(events, event)
 
     async def go() -> None:
         async with (
