@@ -375,9 +375,7 @@ def serve_command(
     ] = "subprocess",
     isolation: Annotated[
         str,
-        typer.Option(
-            "--isolation", help="strict (default) or best-effort, as for `ptc run`."
-        ),
+        typer.Option("--isolation", help="strict (default) or best-effort, as for `ptc run`."),
     ] = "strict",
     mode: Annotated[
         str,
@@ -389,7 +387,9 @@ def serve_command(
     host: Annotated[
         str, typer.Option("--host", help="The address to bind for http (default 127.0.0.1).")
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="The port for http (0: any free one).")] = 8765,
+    port: Annotated[
+        int, typer.Option("--port", help="The port for http (0: any free one).")
+    ] = 8765,
     token: Annotated[
         str | None,
         typer.Option(

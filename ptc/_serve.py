@@ -61,7 +61,15 @@ if TYPE_CHECKING:
     import mcp_types as types
     from mcp.server.lowlevel.server import Server
 
-__all__ = ["SDK_RESOURCE", "CodeModeServer", "ServeOptions", "exposure_warning", "serve_http", "serve_stdio", "serve_tools"]
+__all__ = [
+    "SDK_RESOURCE",
+    "CodeModeServer",
+    "ServeOptions",
+    "exposure_warning",
+    "serve_http",
+    "serve_stdio",
+    "serve_tools",
+]
 
 logger = logging.getLogger("ptc.serve")
 
@@ -335,7 +343,9 @@ class CodeModeServer:
 
 def _offer(stream: Any, event: dict[str, Any]) -> None:
     # A slow client misses live lines; the result still has them all.
-    with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+    with contextlib.suppress(
+        anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError
+    ):
         stream.send_nowait(event)
 
 
@@ -545,9 +555,8 @@ def exposure_warning(transport: str, host: str, token: str | None) -> str | None
     """What to say before serving HTTP beyond loopback (``None``: nothing to say)."""
     if transport != "http" or host in _LOOPBACK:
         return None
-    return (
-        f"serving on {host}: anyone who can reach it can run programs against your tools"
-        + ("" if token else "; no bearer token is set (--token or PTC_SERVE_TOKEN)")
+    return f"serving on {host}: anyone who can reach it can run programs against your tools" + (
+        "" if token else "; no bearer token is set (--token or PTC_SERVE_TOKEN)"
     )
 
 

@@ -18,8 +18,8 @@ import anyio
 import orjson
 
 from runtime import CallTool, CancelSignal, Limits, RunOutcome, Runtime, ToolAnswer
-from runtime._program import ToolCallError as _ToolCallError  # the workers' own class
-from runtime._program import Tools as _WorkerTools
+from runtime._worker._program import ToolCallError as _ToolCallError  # the workers' own class
+from runtime._worker._program import Tools as _WorkerTools
 
 __all__ = ["InProcessRuntime"]
 

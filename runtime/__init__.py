@@ -3,6 +3,7 @@
 ``runtime`` imports nothing of ``registry``, ``sdkgen`` or ``ptc``.
 """
 
+from ._backends import get_runtime as get_runtime
 from ._base import CallTool as CallTool
 from ._base import CancelSignal as CancelSignal
 from ._base import FailureKind as FailureKind
@@ -15,13 +16,12 @@ from ._base import ToolAnswer as ToolAnswer
 from ._exceptions import RuntimeBackendError as RuntimeBackendError
 from ._exceptions import RuntimeUnavailableError as RuntimeUnavailableError
 from ._exceptions import WorkerStartError as WorkerStartError
-from ._install import InstallError as InstallError
-from ._install import install_pyodide as install_pyodide
-from ._pyodide import PyodideRuntime as PyodideRuntime
-from ._pyodide_assets import pyodide_status as pyodide_status
-from ._registry import get_runtime as get_runtime
-from ._sandbox import LayerStatus as LayerStatus
-from ._sandbox import probe_layers as probe_layers
+from ._pyodide._assets import pyodide_status as pyodide_status
+from ._pyodide._install import InstallError as InstallError
+from ._pyodide._install import install_pyodide as install_pyodide
+from ._pyodide._runtime import PyodideRuntime as PyodideRuntime
+from ._sandbox._layers import LayerStatus as LayerStatus
+from ._sandbox._layers import probe_layers as probe_layers
 from ._subprocess import SubprocessRuntime as SubprocessRuntime
 
 __all__ = [

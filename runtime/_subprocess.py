@@ -1,7 +1,7 @@
 """The CPython backend: each run in a fresh, sandboxed, forked worker process.
 
 Security warning: the program is hostile. Isolation comes from the OS layers of
-``runtime._sandbox`` (namespaces, seccomp, Landlock, rlimits, uid drop); the
+``runtime._sandbox._layers`` (namespaces, seccomp, Landlock, rlimits, uid drop); the
 import allow-list and, with ``restricted=True``, RestrictedPython are language
 conveniences on top, not a boundary. The backend fails closed: where the machine
 lacks an OS layer, a run ends as ``sandbox`` with a message that names the
@@ -30,12 +30,12 @@ from ._base import (
     Runtime,
     checked_run_arguments,
 )
-from ._bootstrap import compile_for_worker
-from ._deadlines import Deadlines
-from ._imports import DEFAULT_ALLOWED_MODULES
-from ._pool import SandboxKey, WorkerPool
-from ._runners import CallRunners, enter_services
-from ._session import drive_run
+from ._host._deadlines import Deadlines
+from ._host._pool import SandboxKey, WorkerPool
+from ._host._runners import CallRunners, enter_services
+from ._host._session import drive_run
+from ._worker._bootstrap import compile_for_worker
+from ._worker._imports import DEFAULT_ALLOWED_MODULES
 
 __all__ = ["LAYERS", "Layer", "SubprocessIsolation", "SubprocessRuntime"]
 
@@ -105,7 +105,7 @@ class SubprocessRuntime(Runtime):
     Args:
         limits: default limits of a run (each :meth:`run` may pass its own).
         allowed_modules: top-level modules a program may import; ``None`` means
-            the safe standard-library default of ``runtime._imports``.
+            the safe standard-library default of ``runtime._worker._imports``.
         restricted: also compile programs with RestrictedPython.
         isolation: ``"strict"`` (the default) fails closed: a run on a machine
             without one of the OS layers ends as ``sandbox``, with a message

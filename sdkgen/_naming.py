@@ -88,7 +88,7 @@ def is_attribute_name(name: str, taken: frozenset[str] | set[str]) -> bool:
 def namespace_of(name: str) -> tuple[str, str] | None:
     """``(namespace, rest)`` of a namespaced tool name, or ``None`` for a plain one.
 
-    The naming rule, which ``runtime._program`` implements for the program's
+    The naming rule, which ``runtime._worker._program`` implements for the program's
     ``tools`` object (the packages share no code): the text before the FIRST
     ``"."`` is the namespace when it is a non-empty ASCII identifier that is not
     a keyword and does not start with ``"_"``; the rest is everything after that

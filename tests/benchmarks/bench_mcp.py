@@ -103,7 +103,9 @@ async def bench(server: str, rounds: int) -> None:
         floor_100 = await median_ms(direct_100, max(5, rounds // 4))
         print(f"  100 gathered, direct           {floor_100:8.3f} ms")
         value = await median_ms(program_100, max(5, rounds // 4))
-        print(f"  100 gathered, program          {value:8.3f} ms   x{value / floor_100:5.2f} of direct")
+        print(
+            f"  100 gathered, program          {value:8.3f} ms   x{value / floor_100:5.2f} of direct"
+        )
 
 
 def main() -> None:

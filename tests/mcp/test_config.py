@@ -55,7 +55,11 @@ def test_variables_are_expanded_from_the_environment(tmp_path: Path) -> None:
                 "url": "${BASE:-http://127.0.0.1:8000}/mcp",
                 "headers": {"Authorization": "Bearer ${TOKEN}"},
             },
-            "local": {"command": "${TOOLS}/server", "args": ["--key=${TOKEN}"], "env": {"K": "${TOKEN}"}},
+            "local": {
+                "command": "${TOOLS}/server",
+                "args": ["--key=${TOKEN}"],
+                "env": {"K": "${TOKEN}"},
+            },
         }
     }
     servers = load_mcp_config(document, environ={"TOKEN": "s3cret", "TOOLS": "/opt/tools"})

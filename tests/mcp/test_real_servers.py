@@ -37,6 +37,7 @@ from tests.mcp.helpers_servers import (
 
 pytestmark = pytest.mark.anyio
 
+
 def children() -> set[int]:
     """The pids of this process's live children (from /proc)."""
     me = os.getpid()

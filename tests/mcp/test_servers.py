@@ -217,7 +217,9 @@ async def test_tools_list_walks_several_pages() -> None:
         with pytest.raises(MCPError) as bad_cursor:
             await client.list_tools(cursor="not a cursor")
     total = len(FAULT_TOOLS) + 25
-    assert [len(page) for page in pages] == [10] * (total // 10) + ([total % 10] if total % 10 else [])
+    assert [len(page) for page in pages] == [10] * (total // 10) + (
+        [total % 10] if total % 10 else []
+    )
     assert len(pages) > 2
     names = [name for page in pages for name in page]
     assert set(names) == FAULT_TOOLS | {f"t{index:03d}" for index in range(25)}

@@ -36,7 +36,7 @@ MiB = 1024 * 1024
 
 def _pyodide_missing() -> str | None:
     """Why the Pyodide worker cannot run here, or None. CI must have it: never skip there."""
-    from runtime._pyodide_assets import PyodideNotInstalledError, locate_pyodide
+    from runtime._pyodide._assets import PyodideNotInstalledError, locate_pyodide
 
     try:
         locate_pyodide()

@@ -1,4 +1,4 @@
-"""The keeper of runs' wall-clock deadlines (``runtime._deadlines``)."""
+"""The keeper of runs' wall-clock deadlines (``runtime._host._deadlines``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import anyio
 import anyio.abc
 import pytest
 
-from runtime._deadlines import Deadlines, Expire
+from runtime._host._deadlines import Deadlines, Expire
 
 pytestmark = pytest.mark.anyio
 

@@ -33,7 +33,7 @@ import orjson
 import pytest
 
 from runtime import Limits, RunOutcome, SubprocessRuntime
-from runtime._imports import DEFAULT_ALLOWED_MODULES
+from runtime._worker._imports import DEFAULT_ALLOWED_MODULES
 from runtime.testing import ToolBox
 
 pytestmark = pytest.mark.anyio

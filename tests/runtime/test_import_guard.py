@@ -8,7 +8,7 @@ makes code of its own (``exec``, ``eval``, ``compile`` with a forged file name,
 
 What the guard does not close (attributes of allowed modules such as
 ``random._os``, the guard's own internals, loaders) is listed in the
-``runtime._imports`` docstring and in ``ptc doctor``: it is a convenience, the
+``runtime._worker._imports`` docstring and in ``ptc doctor``: it is a convenience, the
 OS layers are the boundary.
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from runtime import Limits, SubprocessRuntime
-from runtime._imports import install_import_guard, trust_loaded_modules
+from runtime._worker._imports import install_import_guard, trust_loaded_modules
 from runtime.testing import ToolBox
 
 # Programs that run an import of ``os`` in code that looks like ``json``'s.
@@ -150,7 +150,7 @@ async def test_imports_that_c_code_makes_for_an_allowed_module_work_in_a_worker(
 
 
 def test_a_module_imported_for_an_owner_is_refused_without_the_owner() -> None:
-    from runtime._imports import check_program_import
+    from runtime._worker._imports import check_program_import
 
     check_program_import("_strptime", (), 0, frozenset({"datetime"}))
     with pytest.raises(ImportError):

@@ -31,11 +31,11 @@ from typing import Any
 import anyio
 import pytest
 
-import runtime._pool
+import runtime._host._pool
 from runtime import Limits, RunOutcome, SubprocessRuntime, ToolAnswer
 from runtime._exceptions import WorkerStartError
-from runtime._imports import DEFAULT_ALLOWED_MODULES
-from runtime._pool import Worker
+from runtime._host._pool import Worker
+from runtime._worker._imports import DEFAULT_ALLOWED_MODULES
 from runtime.testing import ToolBox
 
 pytestmark = pytest.mark.anyio
@@ -512,20 +512,20 @@ def broken_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[
 
     def breaks(module: str) -> None:
         copy = tmp_path / "runtime"
-        source = Path(runtime._pool.__file__).parent
-        shutil.copytree(source, copy, ignore=shutil.ignore_patterns("__pycache__", "pyodide"))
+        source = Path(runtime._host._pool.__file__).parent.parent
+        shutil.copytree(source, copy, ignore=shutil.ignore_patterns("__pycache__", "_pyodide"))
         (copy / f"{module}.py").write_text("raise ImportError('simulated failure')\n")
-        monkeypatch.setattr(runtime._pool, "_PACKAGE_DIR", str(copy))
+        monkeypatch.setattr(runtime._host._pool, "_PACKAGE_DIR", str(copy))
 
     return breaks
 
 
-@pytest.mark.parametrize("module", ["_sandbox", "_imports", "_restricted"])
+@pytest.mark.parametrize("module", ["_sandbox/_layers", "_worker/_imports", "_worker/_restricted"])
 async def test_a_zygote_without_its_own_layers_does_not_start(
     module: str, broken_package: Callable[[str], None]
 ) -> None:
     broken_package(module)
-    backend = SubprocessRuntime(spares=0, restricted=module == "_restricted")
+    backend = SubprocessRuntime(spares=0, restricted=module.endswith("_restricted"))
     try:
         with pytest.raises(WorkerStartError, match="simulated failure"):
             await backend.start()

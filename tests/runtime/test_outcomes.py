@@ -21,9 +21,9 @@ import orjson
 import pytest
 
 from runtime import Limits, RunOutcome, SubprocessRuntime
-from runtime._imports import DEFAULT_ALLOWED_MODULES
-from runtime._pool import Worker
-from runtime._session import drive_run
+from runtime._host._pool import Worker
+from runtime._host._session import drive_run
+from runtime._worker._imports import DEFAULT_ALLOWED_MODULES
 from runtime.testing import ToolBox
 
 pytestmark = pytest.mark.anyio

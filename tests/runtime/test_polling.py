@@ -18,9 +18,10 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from runtime import _bootstrap, _channel
-from runtime._bootstrap import ReplySelector, WorkerSettings, _Run
-from runtime._channel import FrameChannel
+from runtime._host import _channel
+from runtime._host._channel import FrameChannel
+from runtime._worker import _bootstrap
+from runtime._worker._bootstrap import ReplySelector, WorkerSettings, _ChannelRun
 
 
 @pytest.fixture
@@ -157,7 +158,9 @@ def test_calls_sent_open_the_reply_window_and_logs_do_not(
     ours, _ = pair
     loop, selector = _bootstrap.new_worker_loop()
     try:
-        run = _Run(ours, loop, WorkerSettings(allowed_modules=None, restricted=False), selector)
+        run = _ChannelRun(
+            ours, loop, WorkerSettings(allowed_modules=None, restricted=False), selector
+        )
         run.max_calls = run.max_message = 1 << 20
         run.log("a line")
         assert selector.spin_until == 0.0

@@ -1,6 +1,6 @@
 """The program's ``tools`` object in-process: plain names, namespaces, and what they hide.
 
-The same ``runtime/_program.py`` runs in both workers; the conformance suite
+The same ``runtime/_worker/_program.py`` runs in both workers; the conformance suite
 checks the namespaced calls through every backend, these tests the object
 itself, and that RestrictedPython keeps a program away from its private state.
 """
@@ -17,12 +17,16 @@ from typing import Any
 import pytest
 
 from runtime import SubprocessRuntime, ToolAnswer
-from runtime._program import Tools, is_namespace_part, namespace_of
-from runtime._restricted import PROGRAM_FUNCTION, compile_restricted_program, restricted_globals
+from runtime._worker._program import Tools, is_namespace_part, namespace_of
+from runtime._worker._restricted import (
+    PROGRAM_FUNCTION,
+    compile_restricted_program,
+    restricted_globals,
+)
 
 
 class FakeRun:
-    """A :class:`runtime._program.ProgramRun` whose calls answer ``(name, args)`` at once."""
+    """A :class:`runtime._worker._program.ProgramRun` whose calls answer ``(name, args)`` at once."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []

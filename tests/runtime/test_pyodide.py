@@ -24,8 +24,8 @@ import anyio
 import pytest
 
 from runtime import Limits, RuntimeUnavailableError, ToolAnswer, get_runtime
-from runtime import _install as install_module
-from runtime._pyodide_assets import (
+from runtime._pyodide import _install as install_module
+from runtime._pyodide._assets import (
     ASSET_FILES,
     INSTALL_COMMAND,
     LOADER_FILES,
@@ -39,7 +39,7 @@ from runtime._pyodide_assets import (
     pyodide_status,
     snapshot_path,
 )
-from runtime._pyodide_worker import WorkerProfile, deno_command
+from runtime._pyodide._deno import WorkerProfile, deno_command
 from runtime.testing import ToolBox
 
 MiB = 1024 * 1024
@@ -363,7 +363,7 @@ def test_missing_assets_name_the_install_command(tmp_path: Path) -> None:
         locate_pyodide(tmp_path)
     assert isinstance(caught.value, RuntimeUnavailableError)
     assert INSTALL_COMMAND in str(caught.value)
-    from runtime._pyodide import PyodideRuntime
+    from runtime._pyodide._runtime import PyodideRuntime
 
     with pytest.raises(RuntimeUnavailableError, match="ptc runtime install pyodide"):
         PyodideRuntime(cache_dir=tmp_path)
@@ -391,8 +391,8 @@ def test_status_says_storage_is_off_and_the_realm_locked_down(tmp_path: Path) ->
 def test_snapshot_name_follows_the_worker_sources(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from runtime import _pyodide_assets
-    from runtime._pyodide_assets import WORKER_DIR
+    from runtime._pyodide import _assets as _pyodide_assets
+    from runtime._pyodide._assets import WORKER_DIR
 
     copy = tmp_path / "pyodide"
     copy.mkdir()
@@ -415,7 +415,7 @@ def test_snapshot_name_follows_the_worker_sources(
 
 
 def test_the_deno_command_grants_nothing_but_reading_the_assets(tmp_path: Path) -> None:
-    from runtime._pyodide_assets import PROGRAM_MODULE, WORKER_DIR, PyodideInstall
+    from runtime._pyodide._assets import PROGRAM_MODULE, WORKER_DIR, PyodideInstall
 
     install = PyodideInstall(
         deno=Path("/opt/deno"),
@@ -438,8 +438,8 @@ def test_the_deno_command_grants_nothing_but_reading_the_assets(tmp_path: Path) 
 def test_each_worker_gets_a_home_of_its_own(tmp_path: Path) -> None:
     import shutil
 
-    from runtime._pyodide_assets import PyodideInstall
-    from runtime._pyodide_worker import HOME_PREFIX, _environment, make_home
+    from runtime._pyodide._assets import PyodideInstall
+    from runtime._pyodide._deno import HOME_PREFIX, _environment, make_home
 
     shared = tmp_path / "deno"
     shared.mkdir()
@@ -500,7 +500,7 @@ class EndedWorker:
     def __init__(
         self, status: int | None, *, stderr: str = "", max_rss: int = 0, watchdog: bool = False
     ) -> None:
-        from runtime._pool import ExitStatus
+        from runtime._host._pool import ExitStatus
 
         self.exit = None if status is None else ExitStatus(status, 0.5, max_rss)
         self.stderr = stderr
@@ -527,8 +527,8 @@ async def explain(
     worker: EndedWorker, kind: str, message: str = "the worker exited", **limits: Any
 ) -> Any:
     from runtime import RunOutcome
-    from runtime._pyodide import _explain_end
-    from runtime._pyodide_assets import PyodideInstall
+    from runtime._pyodide._assets import PyodideInstall
+    from runtime._pyodide._runtime import _explain_end
 
     install = PyodideInstall(
         deno=Path("/opt/deno/bin/deno"),
@@ -613,7 +613,7 @@ def anyio_backend() -> str:
 @contextlib.asynccontextmanager
 async def open_runtime(**options: Any) -> AsyncIterator[Any]:
     """A :class:`PyodideRuntime`; skipped where it is not installed (not in CI)."""
-    from runtime._pyodide import PyodideRuntime
+    from runtime._pyodide._runtime import PyodideRuntime
 
     try:
         runtime = PyodideRuntime(**options)
@@ -726,7 +726,7 @@ async def test_no_spares_after_aclose() -> None:
 async def test_the_memory_watchdog_kills_an_oversized_worker(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from runtime import _pyodide
+    from runtime._pyodide import _runtime as _pyodide
 
     monkeypatch.setattr(_pyodide, "_BASE_RSS", 0)
     async with open_runtime(spares=0) as runtime:
@@ -791,7 +791,7 @@ async def test_a_worker_that_dies_while_starting_ends_the_run_as_crashed(
     fake.write_text("#!/bin/sh\necho 'cannot load pyodide' >&2\nexit 1\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PTC_DENO", str(fake))
-    from runtime._pyodide import PyodideRuntime
+    from runtime._pyodide._runtime import PyodideRuntime
 
     async with PyodideRuntime(spares=0, cache_dir=install.assets.parent.parent) as runtime:
         outcome = await runtime.run("return 1", tool_names=[], call_tool=ToolBox())
@@ -807,7 +807,7 @@ async def test_an_unstartable_deno_is_an_infrastructure_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from runtime import WorkerStartError
-    from runtime._pyodide import PyodideRuntime
+    from runtime._pyodide._runtime import PyodideRuntime
 
     async with open_runtime(spares=0) as real:
         install = real.install

@@ -61,8 +61,8 @@ def anyio_backend() -> str:
 @contextlib.asynccontextmanager
 async def open_runtime(*, spares: int = 1, lockdown: bool = True) -> AsyncIterator[Any]:
     """A started :class:`PyodideRuntime`; skipped where it is not installed (not in CI)."""
-    from runtime._pyodide import PyodideRuntime
-    from runtime._pyodide_assets import PyodideNotInstalledError
+    from runtime._pyodide._assets import PyodideNotInstalledError
+    from runtime._pyodide._runtime import PyodideRuntime
 
     try:
         runtime = PyodideRuntime(spares=spares, lockdown=lockdown)
@@ -423,7 +423,7 @@ async def test_forged_frames_end_the_run_as_protocol(
         send = f"""
 import gc, sys
 boot = sys.modules["_ptc_bootstrap"]
-runs = [item for item in gc.get_objects() if isinstance(item, boot._Run)]
+runs = [item for item in gc.get_objects() if isinstance(item, boot._PyodideRun)]
 assert runs
 for run in runs:
     run._send({text})

@@ -57,8 +57,8 @@ def anyio_backend() -> str:
 @contextlib.asynccontextmanager
 async def open_runtime(**options: Any) -> AsyncIterator[Any]:
     """A started :class:`PyodideRuntime`; skipped where it is not installed (not in CI)."""
-    from runtime._pyodide import PyodideRuntime
-    from runtime._pyodide_assets import PyodideNotInstalledError
+    from runtime._pyodide._assets import PyodideNotInstalledError
+    from runtime._pyodide._runtime import PyodideRuntime
 
     try:
         runtime = PyodideRuntime(**options)
@@ -346,8 +346,8 @@ return {"found": found[:20], "visited": visited, "left": len(queue)}
 
 
 async def test_host_paths_are_nowhere_the_program_can_look(either: Any) -> None:
-    from runtime._pyodide_assets import PROGRAM_MODULE, WORKER_DIR
-    from runtime._pyodide_worker import HOME_PREFIX
+    from runtime._pyodide._assets import PROGRAM_MODULE, WORKER_DIR
+    from runtime._pyodide._deno import HOME_PREFIX
 
     install = either.install
     needles = [

@@ -12,7 +12,7 @@ import anyio.abc
 import anyio.lowlevel
 import pytest
 
-from runtime._runners import CallRunners, InContext
+from runtime._host._runners import CallRunners, InContext
 
 pytestmark = pytest.mark.anyio
 

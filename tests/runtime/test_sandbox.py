@@ -1,4 +1,4 @@
-"""Each OS isolation layer of ``runtime._sandbox`` really holds, plus the language layers.
+"""Each OS isolation layer of ``runtime._sandbox._layers`` really holds, plus the language layers.
 
 The live tests fork a child that enters the sandbox, attempts something and
 reports through a pipe; the parent asserts. Variants switch layers off to show
@@ -36,27 +36,27 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime import _landlock, _namespaces, _seccomp
-from runtime._bootstrap import compile_program
-from runtime._imports import (
-    DEFAULT_ALLOWED_MODULES,
-    ImportGuard,
-    install_import_guard,
-    installed_guard,
-    preload_modules,
-)
-from runtime._restricted import (
-    PROGRAM_FUNCTION,
-    compile_restricted_program,
-    restricted_globals,
-)
-from runtime._sandbox import (
+from runtime._sandbox import _landlock, _namespaces, _seccomp
+from runtime._sandbox._layers import (
     PROTECTS,
     LayerStatus,
     SandboxConfig,
     SandboxError,
     enter_sandbox,
     probe_layers,
+)
+from runtime._worker._bootstrap import compile_program
+from runtime._worker._imports import (
+    DEFAULT_ALLOWED_MODULES,
+    ImportGuard,
+    install_import_guard,
+    installed_guard,
+    preload_modules,
+)
+from runtime._worker._restricted import (
+    PROGRAM_FUNCTION,
+    compile_restricted_program,
+    restricted_globals,
 )
 
 MiB = 1024 * 1024
@@ -373,7 +373,7 @@ def test_original_environment_block_is_scrubbed(workdir: str) -> None:
         f"""
         import ctypes, sys
         sys.path.insert(0, {os.getcwd()!r})
-        from runtime._sandbox import SandboxConfig, enter_sandbox
+        from runtime._sandbox._layers import SandboxConfig, enter_sandbox
         fields = open("/proc/self/stat", "rb").read().rsplit(b")", 1)[1].split()
         start, end = int(fields[47]), int(fields[48])
         before = ctypes.string_at(start, end - start)
@@ -1142,7 +1142,7 @@ def test_restricted_runtime_guards(source: str) -> None:
 
 _PID_PROBE = """
 import json, os, sys
-from runtime._sandbox import SandboxConfig, enter_sandbox
+from runtime._sandbox._layers import SandboxConfig, enter_sandbox
 fd = int(sys.argv[2])
 config = SandboxConfig(
     workdir=sys.argv[1], memory_bytes=512 << 20, cpu_seconds=10.0, max_file_bytes=1 << 20

@@ -30,12 +30,12 @@ from runtime import (
     WorkerStartError,
     get_runtime,
 )
-from runtime._bootstrap import WorkerSettings, _prewarm, compile_for_worker, compile_program
-from runtime._deadlines import Deadlines
-from runtime._pool import Worker, take_greeting
-from runtime._protocol import FrameDecoder, NotJsonError, ProtocolError, check_json
-from runtime._runners import CallRunners
-from runtime._session import drive_run
+from runtime._host._deadlines import Deadlines
+from runtime._host._pool import Worker, take_greeting
+from runtime._host._runners import CallRunners
+from runtime._host._session import drive_run
+from runtime._worker._bootstrap import WorkerSettings, _prewarm, compile_for_worker, compile_program
+from runtime._worker._protocol import FrameDecoder, NotJsonError, ProtocolError, check_json
 from runtime.testing import ManualCancel, ToolBox
 
 pytestmark = pytest.mark.anyio

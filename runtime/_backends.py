@@ -41,7 +41,7 @@ def get_runtime(
                 "layers (Deno's permissions, WebAssembly) do not depend on the kernel"
             )
         try:
-            module = importlib.import_module("runtime._pyodide")
+            module = importlib.import_module("runtime._pyodide._runtime")
             backend = module.PyodideRuntime
         except (ImportError, AttributeError):
             raise RuntimeUnavailableError(name, _PYODIDE_HINT) from None

@@ -133,7 +133,11 @@ def check_program_import(
     if level:
         raise ImportError("relative imports are not allowed in the program", name=name)
     owners = _IMPORTED_FOR.get(name, ())
-    if name == "__future__" or is_module_allowed(name, allowed) or any(o in allowed for o in owners):
+    if (
+        name == "__future__"
+        or is_module_allowed(name, allowed)
+        or any(o in allowed for o in owners)
+    ):
         # ``from __future__ import ...`` at the top of a program runs this
         # import too; the module only describes compiler features.
         return

@@ -9,7 +9,7 @@ from collections import deque
 import anyio
 import anyio.lowlevel
 
-from ._protocol import FrameDecoder
+from .._worker._protocol import FrameDecoder
 
 __all__ = ["ChannelClosed", "FrameChannel"]
 

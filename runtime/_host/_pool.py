@@ -37,13 +37,13 @@ import anyio
 import anyio.abc
 import orjson
 
-from ._exceptions import WorkerStartError
-from ._protocol import HEADER, ProtocolError, parse_worker_frame
-from ._zygote import ZYGOTE_BOOT
+from .._exceptions import WorkerStartError
+from .._worker._protocol import HEADER, ProtocolError, parse_worker_frame
+from .._worker._zygote import ZYGOTE_BOOT
 
 __all__ = ["ExitStatus", "SandboxKey", "Worker", "WorkerPool"]
 
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # runtime/
 _START_TIMEOUT = 60.0
 _STOP_TIMEOUT = 5.0
 _REPLY_BYTES = 4096
@@ -114,7 +114,7 @@ class Worker:
     """One forked worker: its pid (= process group), run channel and status pipe.
 
     ``finished`` is set by the run once the worker's own final frame was read:
-    the worker then only waits to be let go (see ``_bootstrap._Run.leave``).
+    the worker then only waits to be let go (see ``_bootstrap._ChannelRun.leave``).
     """
 
     __slots__ = (
@@ -198,7 +198,7 @@ class Worker:
             os.close(self.status_fd)
 
 
-class _Zygote:
+class _ZygoteProcess:
     """The zygote process and the host end of its control socket."""
 
     def __init__(self, process: anyio.abc.Process, ctl: socket.socket, tmp: str) -> None:
@@ -220,7 +220,7 @@ class _Zygote:
         allowed_modules: frozenset[str] | None,
         preimport: Sequence[str],
         restricted: bool,
-    ) -> _Zygote:
+    ) -> _ZygoteProcess:
         tmp = tempfile.mkdtemp(prefix="ptc-runtime-")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         options = {
@@ -373,7 +373,7 @@ class WorkerPool:
         self._restricted = restricted
         self._target = max(0, spares)
         self._default_key = default_key
-        self._zygote: _Zygote | None = None
+        self._zygote: _ZygoteProcess | None = None
         self._start_lock = anyio.Lock()
         self._read_lock = anyio.Lock()
         self._spares: deque[Worker] = deque()
@@ -439,7 +439,7 @@ class WorkerPool:
                 raise WorkerStartError("the zygote did not fork a worker in time") from None
         raise AssertionError("unreachable")
 
-    async def _acquire(self, zygote: _Zygote, key: SandboxKey) -> Worker:
+    async def _acquire(self, zygote: _ZygoteProcess, key: SandboxKey) -> Worker:
         self._collect_now(zygote)
         if key == self._default_key and self._target:
             while not self._spares:
@@ -459,7 +459,7 @@ class WorkerPool:
             raise WorkerStartError(reply)
         return reply
 
-    def _abandon(self, zygote: _Zygote, request_id: int) -> None:
+    def _abandon(self, zygote: _ZygoteProcess, request_id: int) -> None:
         """Nobody waits for ``request_id`` any more: its worker ends now.
 
         If the reply has not come yet, the zygote kills the worker (it forks in
@@ -475,18 +475,18 @@ class WorkerPool:
             reply.kill()
             reply.close()
 
-    def _send(self, zygote: _Zygote, key: SandboxKey) -> int:
+    def _send(self, zygote: _ZygoteProcess, key: SandboxKey) -> int:
         self._next_id += 1
         zygote.request(self._next_id, key)
         if not zygote.alive:
             raise _ZygoteDied
         return self._next_id
 
-    def _replenish(self, zygote: _Zygote) -> None:
+    def _replenish(self, zygote: _ZygoteProcess) -> None:
         while len(self._spares) + len(self._spare_requests) < self._target:
             self._spare_requests.add(self._send(zygote, self._default_key))
 
-    def _collect(self, zygote: _Zygote) -> None:
+    def _collect(self, zygote: _ZygoteProcess) -> None:
         for request_id, reply in zygote.collect():
             if request_id in self._spare_requests:
                 self._spare_requests.discard(request_id)
@@ -504,7 +504,7 @@ class WorkerPool:
         if not zygote.alive:
             raise _ZygoteDied
 
-    def _collect_now(self, zygote: _Zygote) -> None:
+    def _collect_now(self, zygote: _ZygoteProcess) -> None:
         """:meth:`_collect`, unless a task waits on the control socket: it collects then.
 
         (Reading under a waiting task could take the reply it waits for, and
@@ -513,7 +513,7 @@ class WorkerPool:
         if not self._read_lock.locked():
             self._collect(zygote)
 
-    async def _wait(self, zygote: _Zygote, ready: Callable[[], bool]) -> None:
+    async def _wait(self, zygote: _ZygoteProcess, ready: Callable[[], bool]) -> None:
         while not ready():
             async with self._read_lock:
                 # (The housekeeping task may have collected a failed spare
@@ -634,7 +634,7 @@ class WorkerPool:
             # the next run starts a new one.
             await self._drop_zygote(zygote)
 
-    async def _ensure_zygote(self) -> _Zygote:
+    async def _ensure_zygote(self) -> _ZygoteProcess:
         if self._closed:
             raise WorkerStartError("the runtime is closed")
         zygote = self._zygote
@@ -647,7 +647,7 @@ class WorkerPool:
                 await self._drop_zygote(self._zygote)
             if self._closed:
                 raise WorkerStartError("the runtime is closed")
-            zygote = await _Zygote.start(
+            zygote = await _ZygoteProcess.start(
                 python=self._python,
                 allowed_modules=self._allowed,
                 preimport=self._preimport,
@@ -659,7 +659,7 @@ class WorkerPool:
                 self._new_zygote.set()  # the housekeeping task collects its spares
             return zygote
 
-    async def _drop_zygote(self, zygote: _Zygote) -> None:
+    async def _drop_zygote(self, zygote: _ZygoteProcess) -> None:
         if self._zygote is zygote:
             self._zygote = None
             while self._spares:
@@ -669,7 +669,7 @@ class WorkerPool:
                 if isinstance(reply, Worker):
                     reply.close()
             self._replies.clear()
-            # Its remaining children die with it (see _Zygote.aclose).
+            # Its remaining children die with it (see _ZygoteProcess.aclose).
             self._abandoned.clear()
         await zygote.aclose()
 

@@ -2,10 +2,10 @@
 
 ``worker.js`` imports this module before the memory snapshot is taken (so it is
 already loaded when a worker starts) and calls :func:`attach` with the function
-that writes one frame to the host. The frames are those of ``runtime/_protocol.py``,
+that writes one frame to the host. The frames are those of ``runtime/_worker/_protocol.py``,
 written here with the standard library only, since neither orjson nor sockets
 exist inside Pyodide. The program semantics (compiling, ``tools``,
-``ToolCallError``, ``print``, tracebacks) are ``runtime/_program.py``, shared with
+``ToolCallError``, ``print``, tracebacks) are ``runtime/_worker/_program.py``, shared with
 the CPython worker: ``worker.js`` loads it first, as the module ``_ptc_program``.
 
 Security warning: this module runs in the same interpreter as the untrusted
@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 if TYPE_CHECKING:  # the same file, as the type checker finds it
-    from runtime._program import (
+    from runtime._worker._program import (
         MAX_FRAME_BRACKETS,
         NOTHING,
         NOTHING_NAME,
@@ -42,8 +42,8 @@ if TYPE_CHECKING:  # the same file, as the type checker finds it
         overflow_frames,
         syntax_message,
     )
-    from runtime._program import format_program_exception as _format_exception
-else:  # loaded by worker.js from runtime/_program.py, before this module
+    from runtime._worker._program import format_program_exception as _format_exception
+else:  # loaded by worker.js from runtime/_worker/_program.py, before this module
     from _ptc_program import (
         MAX_FRAME_BRACKETS,
         NOTHING,
@@ -61,7 +61,7 @@ else:  # loaded by worker.js from runtime/_program.py, before this module
     )
     from _ptc_program import format_program_exception as _format_exception
 
-MAX_JSON_DEPTH = 250  # runtime._protocol.MAX_JSON_DEPTH: the host refuses deeper
+MAX_JSON_DEPTH = 250  # runtime._worker._protocol.MAX_JSON_DEPTH: the host refuses deeper
 _INT_MIN = -(2**63)
 _INT_MAX = 2**64 - 1
 _MAX_MESSAGE_CHARS = 32_768
@@ -165,7 +165,7 @@ def _brackets(text: str) -> int:
     return text.count("[") + text.count("{")
 
 
-class _Run:
+class _PyodideRun:
     """One program run: the channel, the pending tool calls and the limits."""
 
     def __init__(self, send: Send, frame: dict[str, Any]) -> None:
@@ -317,7 +317,7 @@ class _Run:
         self.finished = True
 
 
-async def _guarded(run: _Run, code: str, tool_names: list[str]) -> None:
+async def _guarded(run: _PyodideRun, code: str, tool_names: list[str]) -> None:
     try:
         await _execute(run, code, tool_names)
     except BaseException as exc:  # a bug here must end the run, not hang it
@@ -326,7 +326,7 @@ async def _guarded(run: _Run, code: str, tool_names: list[str]) -> None:
             run.finish({"type": "error", "kind": "exception", "message": message})
 
 
-async def _execute(run: _Run, code: str, tool_names: list[str]) -> None:
+async def _execute(run: _PyodideRun, code: str, tool_names: list[str]) -> None:
     tools = Tools(run, tool_names)
     sys.stdout = sys.stderr = run.writer
     linecache.cache[PROGRAM_FILENAME] = (len(code), None, code.splitlines(True), PROGRAM_FILENAME)
@@ -375,7 +375,7 @@ class _Worker:
 
     def __init__(self, send: Send) -> None:
         self._send = send
-        self.run: _Run | None = None
+        self.run: _PyodideRun | None = None
         self.task: asyncio.Future[None] | None = None
 
     def receive(self, text: str) -> None:
@@ -396,7 +396,7 @@ class _Worker:
         if kind == "answer" and self.run is not None:
             self.run.answer(frame)
         elif kind == "run" and self.run is None:
-            self.run = _Run(self._send, frame)
+            self.run = _PyodideRun(self._send, frame)
             names = [str(name) for name in frame["tools"]]
             self.task = asyncio.ensure_future(_guarded(self.run, str(frame["code"]), names))
 

@@ -1,8 +1,8 @@
 // The Deno side of a ptc-runner Pyodide worker.
 //
-// Usage (the host builds this command line; see runtime/_pyodide_worker.py):
-//   deno run --no-prompt --allow-read=<assets>,<this dir>,<runtime/_program.py> worker.js serve <assets> [<snapshot>]
-//   deno run --no-prompt --allow-read=<assets>,<this dir>,<runtime/_program.py> worker.js snapshot <assets>
+// Usage (the host builds this command line; see runtime/_pyodide/_deno.py):
+//   deno run --no-prompt --allow-read=<assets>,<this dir>,<runtime/_worker/_program.py> worker.js serve <assets> [<snapshot>]
+//   deno run --no-prompt --allow-read=<assets>,<this dir>,<runtime/_worker/_program.py> worker.js snapshot <assets>
 //
 // "serve" loads one fresh Pyodide instance, locks the realm down (lockDown),
 // announces it with a READY frame and serves exactly one run ("serve-unlocked":
@@ -12,7 +12,7 @@
 //
 // Frames on stdin/stdout (both one end of a socket pair the host holds the
 // other end of): a 4-byte big-endian length, then that many bytes of UTF-8
-// JSON (runtime/_protocol.py). This script only moves frames and schedules;
+// JSON (runtime/_worker/_protocol.py). This script only moves frames and schedules;
 // bootstrap.py gives the frames meaning. It hands this script the JSON text of
 // its frames (several joined by "\n" leave in one write) and this script frames
 // them. While a tool call is unanswered and nothing else is due, stdin is read
@@ -174,7 +174,7 @@ async function compileEarly(assets) {
   return await WebAssembly.compile(Deno.readFileSync(`${assets}/pyodide.asm.wasm`));
 }
 
-// The installer stores snapshots sparse (runtime/_install.py, sparse_snapshot):
+// The installer stores snapshots sparse (runtime/_pyodide/_install.py, sparse_snapshot):
 // the all-zero 64 KiB pages of the wasm memory are left out, about half of it.
 // Pyodide's loader hands the memory part here instead of copying it whole.
 // Memory above the allocator's break has not been written since the module
@@ -211,7 +211,7 @@ async function load(assets, snapshotPath, makeSnapshot) {
   wasmModule.catch(() => {}); // reported where the loader awaits it
   const snapshotBytes = snapshotPath ? Deno.readFile(snapshotPath) : undefined;
   const lockFile = Deno.readTextFile(`${assets}/pyodide-lock.json`).then(JSON.parse);
-  // The installer's patched copies of Pyodide's loaders (runtime/_pyodide_assets.py):
+  // The installer's patched copies of Pyodide's loaders (runtime/_pyodide/_assets.py):
   // they skip Deno's Node compatibility layer. Both are imported at once here;
   // Pyodide would import the second only after the first had run.
   const [{ loadPyodide }, { default: createPyodideModule }] = await Promise.all(
@@ -237,10 +237,10 @@ async function load(assets, snapshotPath, makeSnapshot) {
 }
 
 // Python source shipped beside this script, loaded as a module of its own.
-// runtime/_program.py (the program semantics, shared with the CPython worker)
+// runtime/_worker/_program.py (the program semantics, shared with the CPython worker)
 // comes first: bootstrap.py imports it.
 const MODULES = [
-  ["_ptc_program", "../_program.py", "<ptc-program>"],
+  ["_ptc_program", "../../_worker/_program.py", "<ptc-program>"],
   ["_ptc_bootstrap", "./bootstrap.py", "<ptc-bootstrap>"],
 ];
 

@@ -3,7 +3,7 @@
 Compiling a program as the body of an ``async def``, its ``tools`` object,
 ``ToolCallError``, the ``print`` writer and the traceback a failure reports: one
 definition of the program semantics for both workers. Standard library only and
-no package-relative import: the CPython worker imports it as ``runtime._program``,
+no package-relative import: the CPython worker imports it as ``runtime._worker._program``,
 the Pyodide worker loads this file as the module ``_ptc_program``.
 
 Output accounting (:func:`log_cost`, :func:`overflow_frames`) is defined here

@@ -34,12 +34,12 @@ import anyio.abc
 import anyio.lowlevel
 import orjson
 
-from ._base import CallTool, CancelSignal, FailureKind, Limits, RunOutcome, ToolAnswer
+from .._base import CallTool, CancelSignal, FailureKind, Limits, RunOutcome, ToolAnswer
+from .._worker._program import is_memory_error, log_cost
+from .._worker._protocol import HEADER, ProtocolError, encode_frame, parse_worker_frame
 from ._channel import ChannelClosed, FrameChannel
 from ._deadlines import Deadlines
 from ._pool import ExitStatus, Worker
-from ._program import is_memory_error, log_cost
-from ._protocol import HEADER, ProtocolError, encode_frame, parse_worker_frame
 from ._runners import CallRunners, InContext
 
 __all__ = ["drive_run"]

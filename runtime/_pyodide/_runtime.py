@@ -3,7 +3,7 @@
 Security warning: the program is hostile and can reach every JS object of its
 realm through ``import js``, ``pyodide.ffi`` and ``pyodide_js``. The walls are
 (1) Deno's permission system: the process runs with ``--no-prompt`` and no
-permission but reading the Pyodide assets and ``runtime/pyodide/``, so files,
+permission but reading the Pyodide assets and ``runtime/_pyodide/worker/``, so files,
 network, subprocesses, environment, FFI, system information and
 ``Deno.permissions.request`` are all denied, and V8 refuses code generation
 from strings (``eval``, ``Function``); (2) the lockdown (``worker.js``): before
@@ -23,6 +23,7 @@ the OS sandbox layers are available this is a second, independent wall next
 to ``SubprocessRuntime``; where they are not (macOS, locked-down containers),
 it is the one that still holds.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -38,7 +39,7 @@ from typing import Final
 import anyio
 import anyio.abc
 
-from ._base import (
+from .._base import (
     CallTool,
     CancelSignal,
     Isolation,
@@ -47,13 +48,13 @@ from ._base import (
     Runtime,
     checked_run_arguments,
 )
-from ._deadlines import Deadlines
-from ._exceptions import WorkerStartError
-from ._pool import ExitStatus
-from ._pyodide_assets import PROGRAM_MODULE, WORKER_DIR, PyodideInstall, locate_pyodide
-from ._pyodide_worker import DenoWorker, WorkerProfile
-from ._runners import CallRunners, enter_services
-from ._session import drive_run
+from .._exceptions import WorkerStartError
+from .._host._deadlines import Deadlines
+from .._host._pool import ExitStatus
+from .._host._runners import CallRunners, enter_services
+from .._host._session import drive_run
+from ._assets import PROGRAM_MODULE, WORKER_DIR, PyodideInstall, locate_pyodide
+from ._deno import DenoWorker, WorkerProfile
 
 __all__ = ["PyodideRuntime"]
 

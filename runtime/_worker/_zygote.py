@@ -59,7 +59,7 @@ __all__ = ["ZYGOTE_BOOT", "main"]
 ZYGOTE_BOOT = (
     "import sys,types;m=types.ModuleType('runtime');m.__path__=[sys.argv[1]];"
     "sys.modules['runtime']=m;import json;sys.path[:0]=json.loads(sys.argv[2])['paths'];"
-    "from runtime._zygote import main;main(sys.argv[2])"
+    "from runtime._worker._zygote import main;main(sys.argv[2])"
 )
 
 _PR_SET_PDEATHSIG = 1
@@ -72,7 +72,7 @@ def _loop_fds(loop: Any) -> list[int]:
     return [loop._selector.fileno(), loop._ssock.fileno(), loop._csock.fileno()]
 
 
-class _Zygote:
+class _ForkServer:
     def __init__(
         self,
         ctl: socket.socket,
@@ -269,10 +269,10 @@ def _preimport(names: Sequence[str]) -> None:
 
 def _load_layers(restricted: bool) -> types.ModuleType:
     """Import the sandbox and the language layers; any failure is the zygote's end."""
-    sandbox = importlib.import_module("runtime._sandbox")
-    importlib.import_module("runtime._imports")
+    sandbox = importlib.import_module("runtime._sandbox._layers")
+    importlib.import_module("runtime._worker._imports")
     if restricted:
-        importlib.import_module("runtime._restricted")
+        importlib.import_module("runtime._worker._restricted")
     return sandbox
 
 
@@ -301,7 +301,7 @@ def main(options_json: str) -> NoReturn:
         sandbox = _load_layers(settings.restricted)
         _preimport(options["preimport"])
         # The import guard's trusted code, found once here rather than in every worker.
-        importlib.import_module("runtime._imports").trust_loaded_modules()
+        importlib.import_module("runtime._worker._imports").trust_loaded_modules()
         # After the imports, so every mapped library is seen: fills the cache once
         # for every fork instead of each worker re-reading /proc/self/maps.
         sandbox.python_paths()
@@ -313,7 +313,7 @@ def main(options_json: str) -> NoReturn:
     # Everything the worker may import is loaded now: later imports (the
     # program's, through the allow-list) only ever see the standard library.
     sys.path[:] = stdlib_path
-    zygote = _Zygote(ctl, options["tmp"], settings, sandbox)
+    zygote = _ForkServer(ctl, options["tmp"], settings, sandbox)
     gc.collect()
     gc.freeze()  # children then share the zygote's heap pages instead of copying them
     zygote.serve()

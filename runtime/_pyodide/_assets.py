@@ -1,6 +1,6 @@
 """Where the Pyodide runtime's pieces live: Deno, the pinned assets, the snapshot.
 
-Nothing here downloads; :mod:`runtime._install` does, once, on an explicit
+Nothing here downloads; :mod:`runtime._pyodide._install` does, once, on an explicit
 command. At run time a missing piece raises :class:`PyodideNotInstalledError`
 naming that command.
 """
@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._exceptions import RuntimeUnavailableError
+from .._exceptions import RuntimeUnavailableError
 
 __all__ = [
     "ASSET_FILES",
@@ -323,12 +323,12 @@ def loaders_current(assets: Path) -> bool:
 
 
 #: The Deno host script and the in-Pyodide bootstrap shipped with this package.
-WORKER_DIR = Path(__file__).resolve().parent / "pyodide"
+WORKER_DIR = Path(__file__).resolve().parent / "worker"
 #: The program semantics shared with the CPython worker; ``worker.js`` loads it too.
-PROGRAM_MODULE = Path(__file__).resolve().parent / "_program.py"
+PROGRAM_MODULE = Path(__file__).resolve().parent.parent / "_worker" / "_program.py"
 INSTALL_COMMAND = "ptc runtime install pyodide"
 #: What ``ptc doctor`` says of storage in a worker (``worker.js`` lockDown and
-#: the worker's own home, ``runtime._pyodide_worker.make_home``).
+#: the worker's own home, ``runtime._pyodide._deno.make_home``).
 STORAGE_STATE = (
     "off (no web storage, Cache API, KV or workers; each worker's Deno directory "
     "is its own and removed with it)"

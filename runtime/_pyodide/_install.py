@@ -4,11 +4,11 @@ It fetches the pinned ``pyodide`` npm tarball from the npm registry (pure
 Python; ``npm pack`` as a fallback), checks it against the pinned sha512
 integrity, unpacks only the files a worker needs into
 ``<cache>/pyodide/<version>/``, derives the patched loaders the worker runs
-(:func:`runtime._pyodide_assets.patch_loader`) and builds the (sparse) memory
+(:func:`runtime._pyodide._assets.patch_loader`) and builds the (sparse) memory
 snapshot there. Nothing is ever downloaded at run time, and nothing from a CDN.
 
 The CLI runs it as ``ptc runtime install pyodide [--force]``; without the CLI,
-``python -m runtime._install pyodide`` does the same.
+``python -m runtime._pyodide._install pyodide`` does the same.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ._pyodide_assets import (
+from ._assets import (
     ASSET_FILES,
     LOADER_FILES,
     PROGRAM_MODULE,
@@ -289,12 +289,12 @@ def install_pyodide(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m runtime._install pyodide [--force]``."""
+    """``python -m runtime._pyodide._install pyodide [--force]``."""
     args = list(sys.argv[1:] if argv is None else argv)
     force = "--force" in args
     names = [arg for arg in args if arg != "--force"]
     if names != ["pyodide"]:
-        print("usage: python -m runtime._install pyodide [--force]", file=sys.stderr)
+        print("usage: python -m runtime._pyodide._install pyodide [--force]", file=sys.stderr)
         return 2
     try:
         install_pyodide(force=force, say=print)

@@ -173,7 +173,7 @@ def new_worker_loop() -> tuple[asyncio.AbstractEventLoop, ReplySelector]:
 # --------------------------------------------------------------------------- the run
 
 
-class _Run:
+class _ChannelRun:
     """One program run: the channel, the pending tool calls and the limits.
 
     Created (with the channel's reader registered on a loop that already ran
@@ -503,7 +503,7 @@ def serve(
     """
     asyncio.set_event_loop(loop)
     _prewarm(sock, loop, settings)
-    run = _Run(sock, loop, settings, replies)
+    run = _ChannelRun(sock, loop, settings, replies)
     loop.add_reader(sock.fileno(), run.on_readable)
     # The allow-list is in place before "ready", not set up while a program
     # waits: this code's own imports are trusted by the guard all the same.
@@ -537,7 +537,7 @@ def serve(
     run.report(value)
 
 
-def _report_failure(run: _Run, exc: BaseException) -> NoReturn:
+def _report_failure(run: _ChannelRun, exc: BaseException) -> NoReturn:
     """Report the program's failure ``exc`` (a ``MemoryError`` too) as an ``exception``."""
     try:
         try:
@@ -564,7 +564,7 @@ return {"n": len(values) + len(answers), "ok": [str(v) for v in values]}
 _PREWARM_CALLS = 36
 
 
-class _PrewarmRun(_Run):
+class _PrewarmRun(_ChannelRun):
     """A run whose frames go nowhere: its tool calls are answered (echoed) here."""
 
     def send_bytes(self, data: bytes) -> None:

@@ -1,7 +1,7 @@
 """One Deno process running one Pyodide instance: spawn, limits, status, kill.
 
 The command line is the sandbox: ``--no-prompt`` and no ``--allow-*`` flag but
-``--allow-read`` of the Pyodide assets, ``runtime/pyodide/`` and ``runtime/_program.py``
+``--allow-read`` of the Pyodide assets, ``runtime/_pyodide/worker/`` and ``runtime/_worker/_program.py``
 (the shared program semantics), so every other
 Deno capability (net, run, env, write, ffi, sys, imports) is denied; V8 flags
 cap the JS heap and the wasm memory and forbid code generation from strings.
@@ -13,14 +13,14 @@ in memory there; only the compiled-code cache of the worker's own modules is
 shared (see :func:`make_home`). Nothing a run leaves behind is seen by another:
 ``worker.js`` removes every web storage API before the program runs, and this
 home goes with the process. Its stdin and stdout are one end of a socket pair:
-the run channel, spoken with the frames of ``runtime._protocol``.
+the run channel, spoken with the frames of ``runtime._worker._protocol``.
 
 The process is started with :class:`subprocess.Popen` rather than an event
 loop's subprocess API, so an idle spare belongs to no event loop.
 
 Security warning: the program controls the Deno process's stdout (it can reach
 ``Deno.stdout`` through ``import js``). The run channel is read only through
-``runtime._session``, which bounds and checks every frame; a worker is killed
+``runtime._host._session``, which bounds and checks every frame; a worker is killed
 after its one run and never reused.
 """
 
@@ -41,8 +41,8 @@ from pathlib import Path
 
 import anyio
 
-from ._pool import ExitStatus, Worker
-from ._pyodide_assets import PROGRAM_MODULE, WORKER_DIR, PyodideInstall
+from .._host._pool import ExitStatus, Worker
+from ._assets import PROGRAM_MODULE, WORKER_DIR, PyodideInstall
 
 __all__ = ["HOME_PREFIX", "DenoWorker", "WorkerProfile", "deno_command", "make_home"]
 
@@ -158,7 +158,7 @@ def _environment(home: Path) -> dict[str, str]:
 
 
 class DenoWorker(Worker):
-    """A Deno worker process with the run channel ``sock`` (see :class:`~runtime._pool.Worker`).
+    """A Deno worker process with the run channel ``sock`` (see :class:`~runtime._host._pool.Worker`).
 
     Always end it with :meth:`aclose` (which kills first).
     """
@@ -305,7 +305,7 @@ class DenoWorker(Worker):
         self.read_stderr()
         return b"".join(self._tail)[-_STDERR_TAIL:].decode("utf-8", "replace")
 
-    # -- Worker interface (used by runtime._session) ----------------------------------
+    # -- Worker interface (used by runtime._host._session) ----------------------------------
 
     def kill(self) -> None:
         """SIGKILL the worker's process group (a no-op once it was reaped)."""
