@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import sys
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,107 @@ def test_registry_public_names_exist() -> None:
         "AbortSignal",
     ):
         assert name in registry.__all__
+
+
+# -- the rooms of runtime/: by where the code runs ------------------------------------------
+
+#: What code in each room may import: the standard library, these third-party
+#: packages, and these parts of ``runtime``. The worker's room runs in the zygote and
+#: the sandboxed worker, which load nothing of the host; the sandbox's room sets up
+#: the OS layers and needs nothing but the standard library.
+ROOMS: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
+    "runtime._worker": (
+        frozenset({"orjson", "RestrictedPython"}),
+        ("runtime._worker", "runtime._sandbox"),
+    ),
+    "runtime._sandbox": (frozenset(), ("runtime._sandbox",)),
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _absolute_imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, relative imports resolved, strings of importlib too."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                assert node.module is not None
+                found.add(node.module)
+                continue
+            base = package.split(".")
+            base = base[: len(base) - (node.level - 1)]
+            if node.module:
+                found.add(".".join([*base, node.module]))
+            else:
+                found.update(".".join([*base, alias.name]) for alias in node.names)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            found.add(node.args[0].value)
+    return found
+
+
+def _room_offenders(room: str) -> list[str]:
+    third_party, runtime_parts = ROOMS[room]
+    offenders = []
+    for path in sorted((ROOT / room.replace(".", "/")).rglob("*.py")):
+        for name in sorted(_absolute_imports(path)):
+            top = name.split(".")[0]
+            if top == "runtime":
+                if name != "runtime" and name.startswith(runtime_parts):
+                    continue
+            elif top in sys.stdlib_module_names or top in third_party or top == "__future__":
+                continue
+            offenders.append(f"{path.relative_to(ROOT)} imports {name}")
+    return offenders
+
+
+@pytest.mark.parametrize("room", sorted(ROOMS))
+def test_runtime_rooms_import_only_what_runs_there(room: str) -> None:
+    offenders = _room_offenders(room)
+    assert not offenders, f"{room} reaches out of its room:\n" + "\n".join(offenders)
+
+
+def test_the_pyodide_worker_imports_only_the_shared_program() -> None:
+    # Runs inside Pyodide: the standard library, Pyodide's own ``pyodide`` module, and
+    # _program.py (loaded by path as ``_ptc_program``; by package name for type checks).
+    path = ROOT / "runtime" / "_pyodide" / "worker" / "bootstrap.py"
+    outside = {
+        name
+        for name in _absolute_imports(path)
+        if name.split(".")[0] not in {*sys.stdlib_module_names, "pyodide", "_ptc_program"}
+        and name != "runtime._worker._program"
+    }
+    assert not outside, outside
+
+
+def test_room_check_resolves_relative_imports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    room = tmp_path / "runtime" / "_worker"
+    room.mkdir(parents=True)
+    (room / "mod.py").write_text(
+        "from .._host._pool import Worker\nfrom ._program import x\nimport importlib\n"
+        "importlib.import_module('runtime._pyodide._runtime')\nimport anyio\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert _room_offenders("runtime._worker") == [
+        "runtime/_worker/mod.py imports anyio",
+        "runtime/_worker/mod.py imports runtime._host._pool",
+        "runtime/_worker/mod.py imports runtime._pyodide._runtime",
+    ]
