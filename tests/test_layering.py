@@ -86,13 +86,14 @@ def test_registry_public_names_exist() -> None:
 #: What code in each room may import: the standard library, these third-party
 #: packages, and these parts of ``runtime``. The worker's room runs in the zygote and
 #: the sandboxed worker, which load nothing of the host; the sandbox's room sets up
-#: the OS layers and needs nothing but the standard library.
+#: the OS layers and needs nothing but the standard library. Both may import the
+#: package's error tree, ``runtime._exceptions``, which imports nothing at all.
 ROOMS: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
     "runtime._worker": (
         frozenset({"orjson", "RestrictedPython"}),
-        ("runtime._worker", "runtime._sandbox"),
+        ("runtime._worker", "runtime._sandbox", "runtime._exceptions"),
     ),
-    "runtime._sandbox": (frozenset(), ("runtime._sandbox",)),
+    "runtime._sandbox": (frozenset(), ("runtime._sandbox", "runtime._exceptions")),
 }
 
 
@@ -152,6 +153,12 @@ def _room_offenders(room: str) -> list[str]:
 def test_runtime_rooms_import_only_what_runs_there(room: str) -> None:
     offenders = _room_offenders(room)
     assert not offenders, f"{room} reaches out of its room:\n" + "\n".join(offenders)
+
+
+def test_the_error_tree_imports_nothing() -> None:
+    # Every room imports runtime._exceptions, the zygote without runtime/__init__.
+    path = ROOT / "runtime" / "_exceptions.py"
+    assert _absolute_imports(path) == {"__future__"}
 
 
 def test_the_pyodide_worker_imports_only_the_shared_program() -> None:

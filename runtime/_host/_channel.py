@@ -9,6 +9,7 @@ from collections import deque
 import anyio
 import anyio.lowlevel
 
+from .._exceptions import ChannelClosed
 from .._worker._protocol import FrameDecoder
 
 __all__ = ["ChannelClosed", "FrameChannel"]
@@ -25,10 +26,6 @@ _REPLY_SPIN = 100e-6
 # Reads after a poll that came to nothing that wait without one.
 _REPLY_SPIN_SKIP = 8
 _clock = time.perf_counter
-
-
-class ChannelClosed(Exception):
-    """The worker's end of the channel is gone."""
 
 
 class FrameChannel:

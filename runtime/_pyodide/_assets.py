@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._exceptions import RuntimeUnavailableError
+from .._exceptions import PYODIDE_EXTRA, PYODIDE_INSTALL_COMMAND, PyodideNotInstalledError
 
 __all__ = [
     "ASSET_FILES",
@@ -326,7 +326,7 @@ def loaders_current(assets: Path) -> bool:
 WORKER_DIR = Path(__file__).resolve().parent / "worker"
 #: The program semantics shared with the CPython worker; ``worker.js`` loads it too.
 PROGRAM_MODULE = Path(__file__).resolve().parent.parent / "_worker" / "_program.py"
-INSTALL_COMMAND = "ptc runtime install pyodide"
+INSTALL_COMMAND = PYODIDE_INSTALL_COMMAND
 #: What ``ptc doctor`` says of storage in a worker (``worker.js`` lockDown and
 #: the worker's own home, ``runtime._pyodide._deno.make_home``).
 STORAGE_STATE = (
@@ -335,22 +335,7 @@ STORAGE_STATE = (
 )
 #: What ``ptc doctor`` says of the JS realm a program gets.
 REALM_STATE = "locked down before the program runs (no Deno API, network or host information)"
-_EXTRA_HINT = "pip install 'ptc-runner[pyodide]'"
-
-
-class PyodideNotInstalledError(RuntimeUnavailableError):
-    """A piece of the Pyodide runtime is missing; the message says how to install it.
-
-    Attributes:
-        missing: what was not found.
-    """
-
-    def __init__(self, missing: str) -> None:
-        self.missing = missing
-        super().__init__(
-            "pyodide",
-            f"{missing}; install Deno with `{_EXTRA_HINT}`, then run `{INSTALL_COMMAND}`",
-        )
+_EXTRA_HINT = PYODIDE_EXTRA
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -27,6 +27,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from .._exceptions import InstallError, PyodideNotInstalledError
 from ._assets import (
     ASSET_FILES,
     LOADER_FILES,
@@ -34,7 +35,6 @@ from ._assets import (
     PYODIDE_INTEGRITY,
     PYODIDE_VERSION,
     WORKER_DIR,
-    PyodideNotInstalledError,
     asset_dir,
     cache_root,
     find_deno,
@@ -51,15 +51,6 @@ _MAX_MEMBER_BYTES = 32 * 1024 * 1024
 _MAX_SNAPSHOT_BYTES = 512 * 1024 * 1024
 # Where Deno keeps web storage (localStorage, the Cache API) in its directory.
 _WEB_STORAGE = "location_data"
-
-
-class InstallError(RuntimeError):
-    """Installing a runtime failed; the message says which step and why."""
-
-    def __init__(self, step: str, reason: str) -> None:
-        self.step = step
-        self.reason = reason
-        super().__init__(f"installing the Pyodide runtime failed while {step}: {reason}")
 
 
 def _registry() -> str:

@@ -21,6 +21,8 @@ import struct
 from collections.abc import Iterable
 from typing import Final
 
+from .._exceptions import LandlockUnavailableError
+
 __all__ = [
     "LandlockUnavailableError",
     "abi_version",
@@ -73,10 +75,6 @@ _READ_WRITE: Final = (
     | _REFER
     | _TRUNCATE
 )
-
-
-class LandlockUnavailableError(OSError):
-    """Landlock is not supported or refused on this machine."""
 
 
 def _syscall() -> ctypes._FuncPointer:

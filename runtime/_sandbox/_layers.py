@@ -83,6 +83,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, NoReturn
 
+from .._exceptions import SandboxError
 from . import _landlock, _namespaces, _seccomp
 
 __all__ = [
@@ -168,10 +169,6 @@ class LayerStatus:
     active: bool
     detail: str
     protects: str
-
-
-class SandboxError(Exception):
-    """A layer could not be applied in strict mode, or the worker's state is unusable."""
 
 
 class _Report:

@@ -43,6 +43,8 @@ import struct
 from collections.abc import Iterable, Mapping
 from typing import Final
 
+from .._exceptions import SeccompUnavailableError
+
 __all__ = [
     "ALLOWED_ARCH_PRCTL_OPTIONS",
     "ALLOWED_PRCTL_OPTIONS",
@@ -434,10 +436,6 @@ DENIED_SYSCALLS: Final = frozenset(
 )  # fmt: skip
 
 _SockFilter = struct.Struct("=HBBI")
-
-
-class SeccompUnavailableError(OSError):
-    """The filter could not be built or installed on this machine."""
 
 
 def native_arch() -> int | None:

@@ -47,6 +47,7 @@ from typing import Any, Final, Literal, TypeAlias, TypedDict
 
 import orjson
 
+from .._exceptions import ProtocolError
 from ._program import MAX_FRAME_BRACKETS
 
 __all__ = [
@@ -80,10 +81,6 @@ _INT_MAX: Final = 2**64 - 1
 #: Failure kinds a worker may report: what the program did ("sandbox" only
 #: instead of "ready"). Kinds that mean a limit was hit are the host's alone.
 WORKER_ERROR_KINDS: Final = frozenset({"syntax", "exception", "sandbox"})
-
-
-class ProtocolError(Exception):
-    """A peer broke the wire protocol."""
 
 
 class NotJsonError(ValueError):
