@@ -11,13 +11,13 @@ import ast
 import asyncio
 import logging
 import traceback
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import orjson
 
-from runtime import CallTool, CancelSignal, Limits, RunOutcome, Runtime, ToolAnswer
+from runtime import CallTool, CancelSignal, Limits, RunOutcome, Runtime, ToolAnswer, ToolNames
 from runtime._worker._program import ToolCallError as _ToolCallError  # the workers' own class
 from runtime._worker._program import Tools as _WorkerTools
 
@@ -56,21 +56,20 @@ class InProcessRuntime(Runtime):
     name = "in-process"
 
     def __init__(self, *, limits: Limits | None = None) -> None:
-        self.limits = limits or Limits()
+        super().__init__(limits=limits)
         self.runs = 0
 
-    async def run(
+    async def _run(
         self,
         code: str,
         *,
-        tool_names: Sequence[str],
+        tool_names: ToolNames,
         call_tool: CallTool,
-        limits: Limits | None = None,
-        cancel: CancelSignal | None = None,
-        on_log: Callable[[str], None] | None = None,
+        limits: Limits,
+        cancel: CancelSignal | None,
+        on_log: Callable[[str], None] | None,
     ) -> RunOutcome:
         self.runs += 1
-        limits = limits or self.limits
         printed: list[str] = []
         calls = 0
         live = _LiveLines(on_log) if on_log is not None else None
@@ -123,7 +122,7 @@ class InProcessRuntime(Runtime):
             "asyncio": asyncio,
             "print": program_print,
             # The workers' own ``tools`` object: the same names, namespaces and errors.
-            "tools": _WorkerTools(_Calls(call), list(tool_names)),
+            "tools": _WorkerTools(_Calls(call), sorted(tool_names)),
             "ToolCallError": _ToolCallError,
             "__ptc_nothing__": nothing,
         }

@@ -13,7 +13,9 @@ from ._base import Limits as Limits
 from ._base import RunOutcome as RunOutcome
 from ._base import Runtime as Runtime
 from ._base import ToolAnswer as ToolAnswer
+from ._base import ToolNames as ToolNames
 from ._exceptions import RuntimeBackendError as RuntimeBackendError
+from ._exceptions import RuntimeClosedError as RuntimeClosedError
 from ._exceptions import RuntimeUnavailableError as RuntimeUnavailableError
 from ._exceptions import WorkerStartError as WorkerStartError
 from ._pyodide._assets import pyodide_status as pyodide_status
@@ -37,9 +39,11 @@ __all__ = [
     "RunOutcome",
     "Runtime",
     "RuntimeBackendError",
+    "RuntimeClosedError",
     "RuntimeUnavailableError",
     "SubprocessRuntime",
     "ToolAnswer",
+    "ToolNames",
     "WorkerStartError",
     "get_runtime",
     "install_pyodide",

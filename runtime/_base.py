@@ -16,9 +16,13 @@ isolation the run had (:class:`Isolation`).
 from __future__ import annotations
 
 import abc
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, Protocol, TypeAlias
+from typing import Any, Final, Literal, Protocol, Self, TypeAlias, TypeVar
+
+import anyio
+
+from ._exceptions import RuntimeClosedError
 
 __all__ = [
     "NO_ISOLATION",
@@ -31,7 +35,11 @@ __all__ = [
     "RunOutcome",
     "Runtime",
     "ToolAnswer",
+    "ToolNames",
+    "check_tool_names",
 ]
+
+T = TypeVar("T")
 
 FailureKind: TypeAlias = Literal[
     "syntax",
@@ -125,6 +133,9 @@ class Limits:
                 raise ValueError(f"Limits.{name} must be a positive number, got {value!r}")
 
 
+_DEFAULT_LIMITS: Final = Limits()
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolAnswer:
     """The host's answer to one tool call from the program.
@@ -196,33 +207,79 @@ class RunOutcome:
         return cls(kind=kind, message=message, logs=list(logs), tool_calls=tool_calls)
 
 
-def checked_run_arguments(code: object, tool_names: Sequence[object]) -> list[str]:
-    """The caller-side checks every backend's ``run`` makes; returns the tool names.
+class ToolNames(frozenset[str]):
+    """The checked tool names of a run, as :meth:`Runtime._run` receives them.
+
+    A frozenset of strings; a backend may keep what it derives from them (their
+    wire form) on the value, so that the same names, passed again, cost nothing.
+    """
+
+    __slots__ = ("_derived",)
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        super().__init__()
+        self._derived: dict[str, Any] = {}
+
+    def derived(self, key: str, make: Callable[[ToolNames], T]) -> T:
+        """``make(self)``, computed once per ``key`` and kept on this value."""
+        try:
+            return self._derived[key]  # type: ignore[no-any-return]
+        except KeyError:
+            value = self._derived[key] = make(self)
+            return value
+
+
+def check_tool_names(tool_names: Iterable[object]) -> ToolNames:
+    """``tool_names`` as :class:`ToolNames`.
 
     Raises:
-        TypeError: ``code`` or a tool name is not a string (a caller bug, not the program's).
+        TypeError: a tool name is not a string (a caller bug, not the program's).
     """
-    if not isinstance(code, str):
-        raise TypeError(f"code must be str, not {type(code).__name__}")
-    names = list(tool_names)
+    if isinstance(tool_names, ToolNames):
+        return tool_names
+    names = ToolNames(tool_names)  # type: ignore[arg-type]
     for tool_name in names:
         if not isinstance(tool_name, str):
             raise TypeError(f"tool names must be str, got {tool_name!r}")
-    return names  # type: ignore[return-value]
+    return names
 
 
 class Runtime(abc.ABC):
-    """An isolated worker backend. Use as an async context manager or call :meth:`aclose`."""
+    """An isolated worker backend, with one lifecycle (trio's ``AsyncResource``).
+
+    Use it as an async context manager, or call :meth:`aclose` when done: the
+    two are the same (entering does nothing, leaving closes). Once closed, a
+    runtime refuses to run (:class:`~runtime.RuntimeClosedError`).
+
+    A backend implements :meth:`_run` (one run, its arguments already checked
+    and its limits chosen) and, if it holds resources, :meth:`_aclose`.
+    """
 
     #: Registry name of the backend (``"subprocess"``, ``"pyodide"``).
     name: str = ""
+    # (Class defaults, so that a subclass that does not call ``__init__`` works.)
+    _limits: Limits = _DEFAULT_LIMITS
+    _closed: bool = False
 
-    @abc.abstractmethod
+    def __init__(self, *, limits: Limits | None = None) -> None:
+        self._limits = limits if limits is not None else _DEFAULT_LIMITS
+        self._closed = False
+
+    @property
+    def limits(self) -> Limits:
+        """The default limits of a run."""
+        return self._limits
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`aclose` was called (runs are then refused)."""
+        return self._closed
+
     async def run(
         self,
         code: str,
         *,
-        tool_names: Sequence[str],
+        tool_names: Iterable[str],
         call_tool: CallTool,
         limits: Limits | None = None,
         cancel: CancelSignal | None = None,
@@ -241,13 +298,55 @@ class Runtime(abc.ABC):
         :attr:`RunOutcome.logs` will hold; never a line past the output limit,
         never after this returns). What it raises is logged and changes
         nothing about the run.
+
+        Raises:
+            TypeError: ``code`` or a tool name is not a string.
+            RuntimeClosedError: the runtime is closed.
         """
+        if not isinstance(code, str):
+            raise TypeError(f"code must be str, not {type(code).__name__}")
+        names = check_tool_names(tool_names)
+        if self._closed:
+            raise RuntimeClosedError(self.name)
+        return await self._run(
+            code,
+            tool_names=names,
+            call_tool=call_tool,
+            limits=limits if limits is not None else self._limits,
+            cancel=cancel,
+            on_log=on_log,
+        )
+
+    @abc.abstractmethod
+    async def _run(
+        self,
+        code: str,
+        *,
+        tool_names: ToolNames,
+        call_tool: CallTool,
+        limits: Limits,
+        cancel: CancelSignal | None,
+        on_log: Callable[[str], None] | None,
+    ) -> RunOutcome:
+        """The backend's run (see :meth:`run`), called with checked arguments."""
 
     async def aclose(self) -> None:
-        """Release idle workers and other resources; safe to call twice."""
+        """Close the runtime: release its workers; safe to call twice.
+
+        The runtime is closed even if releasing fails or the caller is
+        cancelled (the release runs shielded).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            await self._aclose()
+
+    async def _aclose(self) -> None:
+        """The backend's release of its resources (called once, shielded)."""
         return None
 
-    async def __aenter__(self) -> Runtime:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

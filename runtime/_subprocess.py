@@ -18,7 +18,7 @@ import dataclasses
 import functools
 import math
 import sys
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, Final, Literal, TypeAlias
 
 from ._base import (
@@ -28,7 +28,7 @@ from ._base import (
     Limits,
     RunOutcome,
     Runtime,
-    checked_run_arguments,
+    ToolNames,
 )
 from ._host._deadlines import Deadlines
 from ._host._pool import SandboxKey, WorkerPool
@@ -146,7 +146,7 @@ class SubprocessRuntime(Runtime):
             raise ValueError(f"isolation must be 'strict' or 'best-effort', got {isolation!r}")
         if spares < 0:
             raise ValueError(f"spares must be >= 0, got {spares}")
-        self._limits = limits if limits is not None else Limits()
+        super().__init__(limits=limits)
         self._layers = chosen
         self._strict = isolation == "strict"
         self._off = tuple(
@@ -180,11 +180,6 @@ class SubprocessRuntime(Runtime):
         self._deadlines: Deadlines | None = None
 
     @property
-    def limits(self) -> Limits:
-        """The default limits of a run."""
-        return self._limits
-
-    @property
     def isolation(self) -> SubprocessIsolation:
         """The isolation mode runs get: ``"strict"`` unless ``"best-effort"`` was chosen."""
         return "strict" if self._strict else "best-effort"
@@ -204,18 +199,16 @@ class SubprocessRuntime(Runtime):
         """Start the zygote and its spares now instead of on the first run."""
         await self._pool.start()
 
-    async def run(
+    async def _run(
         self,
         code: str,
         *,
-        tool_names: Sequence[str],
+        tool_names: ToolNames,
         call_tool: CallTool,
-        limits: Limits | None = None,
-        cancel: CancelSignal | None = None,
-        on_log: Callable[[str], None] | None = None,
+        limits: Limits,
+        cancel: CancelSignal | None,
+        on_log: Callable[[str], None] | None,
     ) -> RunOutcome:
-        names = checked_run_arguments(code, tool_names)
-        limits = limits if limits is not None else self._limits
         if cancel is not None and cancel.aborted:
             outcome = RunOutcome.failure("cancelled", "the run was cancelled before it started")
             return dataclasses.replace(outcome, isolation=self._isolation)
@@ -230,7 +223,7 @@ class SubprocessRuntime(Runtime):
             outcome = await drive_run(
                 worker,
                 code=code,
-                tool_names=names,
+                tool_names=tool_names,
                 call_tool=call_tool,
                 limits=limits,
                 cancel=cancel,
@@ -263,7 +256,7 @@ class SubprocessRuntime(Runtime):
         )
         return dataclasses.replace(outcome, isolation=isolation)
 
-    async def aclose(self) -> None:
+    async def _aclose(self) -> None:
         await self._pool.aclose()
 
     async def __aenter__(self) -> SubprocessRuntime:
@@ -285,4 +278,7 @@ class SubprocessRuntime(Runtime):
 
     async def __aexit__(self, *exc_info: object) -> None:
         stack, self._exit_stack = self._exit_stack, None
-        await (self.aclose() if stack is None else stack.aclose())
+        if stack is None:
+            await self.aclose()
+        else:
+            await stack.aclose()

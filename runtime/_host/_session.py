@@ -25,7 +25,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
 from types import CoroutineType
 from typing import Any, Final, cast
 
@@ -69,7 +69,7 @@ async def drive_run(
     worker: Worker,
     *,
     code: str,
-    tool_names: Sequence[str],
+    tool_names: Collection[str],
     call_tool: CallTool,
     limits: Limits,
     cancel: CancelSignal | None,

@@ -32,7 +32,7 @@ import os
 import shutil
 import signal
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -46,7 +46,7 @@ from .._base import (
     Limits,
     RunOutcome,
     Runtime,
-    checked_run_arguments,
+    ToolNames,
 )
 from .._exceptions import WorkerStartError
 from .._host._deadlines import Deadlines
@@ -118,7 +118,7 @@ class PyodideRuntime(Runtime):
     ) -> None:
         if spares < 0:
             raise ValueError(f"spares must be >= 0, got {spares}")
-        self._limits = limits if limits is not None else Limits()
+        super().__init__(limits=limits)
         self._spare_count = spares
         self._lockdown = lockdown
         self._isolation = _ISOLATION if lockdown else _ISOLATION_UNLOCKED
@@ -133,18 +133,12 @@ class PyodideRuntime(Runtime):
         self._dying: list[DenoWorker] = []
         # Set to wake the block's housekeeping task, while it runs (see _tidy).
         self._tidy_wanted: anyio.Event | None = None
-        self._closed = False
         # Tasks answering tool calls, kept parked across runs while the runtime
         # is entered as a context manager (see ``_runners``).
         self._runners: CallRunners | None = None
         # The keeper of the runs' deadlines, while entered (see ``_deadlines``).
         self._deadlines: Deadlines | None = None
         self._exit_stack: contextlib.AsyncExitStack | None = None
-
-    @property
-    def limits(self) -> Limits:
-        """The default limits of a run."""
-        return self._limits
 
     @property
     def install(self) -> PyodideInstall:
@@ -163,7 +157,6 @@ class PyodideRuntime(Runtime):
 
     async def start(self) -> None:
         """Start the spares now (they load Pyodide in the background)."""
-        self._closed = False
         self._refill()
 
     def _spawn(self, profile: WorkerProfile) -> DenoWorker:
@@ -224,24 +217,22 @@ class PyodideRuntime(Runtime):
         finally:
             self._tidy_wanted = None
 
-    async def run(
+    async def _run(
         self,
         code: str,
         *,
-        tool_names: Sequence[str],
+        tool_names: ToolNames,
         call_tool: CallTool,
-        limits: Limits | None = None,
-        cancel: CancelSignal | None = None,
-        on_log: Callable[[str], None] | None = None,
+        limits: Limits,
+        cancel: CancelSignal | None,
+        on_log: Callable[[str], None] | None,
     ) -> RunOutcome:
-        names = checked_run_arguments(code, tool_names)
-        limits = limits if limits is not None else self._limits
         if cancel is not None and cancel.aborted:
             outcome = RunOutcome.failure("cancelled", "the run was cancelled before it started")
             return dataclasses.replace(outcome, isolation=self._isolation)
         worker = self._acquire(self._profile(limits))
         try:
-            outcome = await self._drive(worker, code, names, call_tool, limits, cancel, on_log)
+            outcome = await self._drive(worker, code, tool_names, call_tool, limits, cancel, on_log)
             return dataclasses.replace(outcome, isolation=self._isolation)
         finally:
             if self._closed:  # nobody would collect it later
@@ -250,17 +241,12 @@ class PyodideRuntime(Runtime):
                 self._bury(worker)
                 self._refill()
 
-    async def aclose(self) -> None:
-        """Kill every idle spare and wait until every killed worker has exited.
-
-        Later runs still work; they start cold and leave no spares behind.
-        """
-        self._closed = True
-        with anyio.CancelScope(shield=True):
-            while self._spares:
-                self._bury(self._spares.popleft())
-            while self._dying:
-                await self._dying.pop().aclose()
+    async def _aclose(self) -> None:
+        """Kill every idle spare and wait until every killed worker has exited."""
+        while self._spares:
+            self._bury(self._spares.popleft())
+        while self._dying:
+            await self._dying.pop().aclose()
 
     async def __aenter__(self) -> PyodideRuntime:
         """Keep the tasks that answer tool calls, the runs' deadline keeper and the
@@ -274,13 +260,16 @@ class PyodideRuntime(Runtime):
 
     async def __aexit__(self, *exc_info: object) -> None:
         stack, self._exit_stack = self._exit_stack, None
-        await (self.aclose() if stack is None else stack.aclose())
+        if stack is None:
+            await self.aclose()
+        else:
+            await stack.aclose()
 
     async def _drive(
         self,
         worker: DenoWorker,
         code: str,
-        names: list[str],
+        names: ToolNames,
         call_tool: CallTool,
         limits: Limits,
         cancel: CancelSignal | None,

@@ -349,6 +349,9 @@ async def test_a_runtime_without_on_log_still_runs_with_a_sink() -> None:
         ) -> RunOutcome:
             return RunOutcome(logs=["printed"], result=code, has_result=True)
 
+        async def _run(self, code: str, **_: Any) -> RunOutcome:
+            raise AssertionError("run is overridden")
+
     events: list[dict[str, Any]] = []
     async with CodeExecutor(_registry(), runtime=Older(), on_event=events.append) as executor:
         result = await executor.run_code("return 1")

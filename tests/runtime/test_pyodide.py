@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime import Limits, RuntimeUnavailableError, ToolAnswer, get_runtime
+from runtime import Limits, RuntimeClosedError, RuntimeUnavailableError, ToolAnswer, get_runtime
 from runtime._pyodide import _install as install_module
 from runtime._pyodide._assets import (
     ASSET_FILES,
@@ -716,8 +716,9 @@ async def test_no_spares_after_aclose() -> None:
         pids = [worker.pid for worker in runtime._spares]
         assert len(pids) == 2
     assert not any(pid_exists(pid) for pid in pids)
-    outcome = await runtime.run("return 1", tool_names=[], call_tool=ToolBox())
-    assert outcome.result == 1
+    # Closed means what it means for every backend: no more runs (and no spares).
+    with pytest.raises(RuntimeClosedError):
+        await runtime.run("return 1", tool_names=[], call_tool=ToolBox())
     assert not runtime._spares
 
 
@@ -934,10 +935,5 @@ async def test_call_runners_are_kept_across_runs() -> None:
         assert runners is not None and runners.parked >= 11
     assert runners.parked == 0
     assert not runners.bound
-    # Later runs still work (cold): with the block's runners closed, a run
-    # starts its own.
-    try:
-        outcome = await runtime.run(code, tool_names=["sleep"], call_tool=tools)
-        assert outcome.result == 12, outcome
-    finally:
-        await runtime.aclose()
+    with pytest.raises(RuntimeClosedError):  # closed with the block
+        await runtime.run(code, tool_names=["sleep"], call_tool=tools)

@@ -24,6 +24,7 @@ import runtime
 from runtime import (
     Limits,
     RunOutcome,
+    RuntimeClosedError,
     RuntimeUnavailableError,
     SubprocessRuntime,
     ToolAnswer,
@@ -611,7 +612,7 @@ async def test_no_leaks_and_clean_shutdown() -> None:
     await backend.aclose()
     assert not _exists(tmp)
     assert not _exists(f"/proc/{zygote}")
-    with pytest.raises(WorkerStartError):
+    with pytest.raises(RuntimeClosedError):
         await backend.run("return 1", tool_names=[], call_tool=ToolBox())
 
 

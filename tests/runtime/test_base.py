@@ -1,0 +1,139 @@
+"""The lifecycle every :class:`runtime.Runtime` has, from its base class.
+
+``run`` checks its arguments and refuses once the runtime is closed, for every
+backend alike; ``aclose`` closes even when the backend's release fails or the
+caller is cancelled; entering does nothing, leaving closes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import pytest
+
+from runtime import (
+    CallTool,
+    CancelSignal,
+    Limits,
+    RunOutcome,
+    Runtime,
+    RuntimeClosedError,
+    RuntimeUnavailableError,
+    SubprocessRuntime,
+    ToolNames,
+)
+from runtime.testing import ToolBox
+
+pytestmark = pytest.mark.anyio
+
+
+class _Recording(Runtime):
+    """A backend that records what its ``_run`` was given."""
+
+    name = "recording"
+
+    def __init__(self, *, limits: Limits | None = None, fail_close: bool = False) -> None:
+        super().__init__(limits=limits)
+        self.given: list[dict[str, Any]] = []
+        self.fail_close = fail_close
+        self.releases = 0
+
+    async def _run(
+        self,
+        code: str,
+        *,
+        tool_names: ToolNames,
+        call_tool: CallTool,
+        limits: Limits,
+        cancel: CancelSignal | None,
+        on_log: Callable[[str], None] | None,
+    ) -> RunOutcome:
+        self.given.append({"code": code, "tool_names": tool_names, "limits": limits})
+        return RunOutcome(result=code, has_result=True)
+
+    async def _aclose(self) -> None:
+        self.releases += 1
+        await anyio.sleep(0.01)  # a checkpoint: it runs shielded
+        if self.fail_close:
+            raise OSError("release failed")
+
+
+async def test_run_checks_and_defaults_then_calls_the_backend() -> None:
+    backend = _Recording(limits=Limits(timeout=3))
+    outcome = await backend.run("return 1", tool_names=["b", "a", "b"], call_tool=ToolBox())
+    assert outcome.result == "return 1"
+    [given] = backend.given
+    assert isinstance(given["tool_names"], ToolNames)
+    assert given["tool_names"] == {"a", "b"}
+    assert given["limits"] is backend.limits and backend.limits.timeout == 3
+    own = Limits(timeout=1)
+    await backend.run("x", tool_names=(), call_tool=ToolBox(), limits=own)
+    assert backend.given[1]["limits"] is own
+
+
+async def test_checked_names_given_again_are_not_checked_again() -> None:
+    backend = _Recording()
+    names = ToolNames(["a", "b"])
+    await backend.run("", tool_names=names, call_tool=ToolBox())
+    assert backend.given[0]["tool_names"] is names
+
+
+@pytest.mark.parametrize(
+    ("code", "names", "message"),
+    [
+        (b"return 1", [], "code must be str, not bytes"),
+        ("return 1", ["ok", 3], "tool names must be str, got 3"),
+    ],
+)
+async def test_bad_arguments_raise_before_the_backend_runs(
+    code: Any, names: Any, message: str
+) -> None:
+    backend = _Recording()
+    with pytest.raises(TypeError, match=message):
+        await backend.run(code, tool_names=names, call_tool=ToolBox())
+    assert backend.given == []
+
+
+async def test_a_closed_runtime_refuses_to_run_and_closes_once() -> None:
+    async with _Recording() as backend:
+        assert not backend.closed
+    assert backend.closed
+    await backend.aclose()
+    assert backend.releases == 1
+    with pytest.raises(RuntimeClosedError, match="the recording runtime is closed"):
+        await backend.run("return 1", tool_names=[], call_tool=ToolBox())
+    assert backend.given == []
+
+
+async def test_aclose_closes_even_when_the_release_fails_or_is_cancelled() -> None:
+    failing = _Recording(fail_close=True)
+    with pytest.raises(OSError, match="release failed"):
+        await failing.aclose()
+    assert failing.closed
+    await failing.aclose()  # closed already: not released twice
+    assert failing.releases == 1
+
+    backend = _Recording()
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await backend.aclose()  # the release completes under the cancelled scope
+    assert backend.closed and backend.releases == 1
+
+
+async def test_the_backends_mean_the_same_by_closed() -> None:
+    backends: list[Runtime] = [SubprocessRuntime(layers=(), spares=0)]
+    try:
+        from runtime import PyodideRuntime
+
+        backends.append(PyodideRuntime(spares=0))
+    except RuntimeUnavailableError:  # not installed here: the subprocess backend alone
+        pass
+    for backend in backends:
+        outcome = await backend.run("return 1", tool_names=[], call_tool=ToolBox())
+        assert outcome.result == 1, outcome
+        await backend.aclose()
+        assert backend.closed
+        with pytest.raises(RuntimeClosedError):
+            await backend.run("return 1", tool_names=[], call_tool=ToolBox())
