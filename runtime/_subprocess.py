@@ -113,6 +113,10 @@ class SubprocessRuntime(Runtime):
             explicit opt-in to run with the layers the machine has; each
             outcome's :attr:`~runtime.RunOutcome.isolation` lists the missing ones.
         spares: pre-forked, already sandboxed workers kept ready.
+        max_workers: the most workers alive at once (running a program,
+            spare, or being forked). A run that finds no spare has a worker
+            forked for it while fewer live; beyond that it waits for a run to
+            finish. Each worker may use up to ``limits.memory_bytes``.
         layers: the optional OS layers to use (``None``: all of
             ``namespaces``, ``seccomp``, ``landlock``; ``()``: none, for tests
             and debugging). A layer left out is off by configuration: it never
@@ -135,6 +139,7 @@ class SubprocessRuntime(Runtime):
         restricted: bool = False,
         isolation: SubprocessIsolation = "strict",
         spares: int = 2,
+        max_workers: int = 64,
         layers: Collection[Layer] | None = None,
         python: str | None = None,
     ) -> None:
@@ -146,6 +151,8 @@ class SubprocessRuntime(Runtime):
             raise ValueError(f"isolation must be 'strict' or 'best-effort', got {isolation!r}")
         if spares < 0:
             raise ValueError(f"spares must be >= 0, got {spares}")
+        if max_workers < 1:
+            raise ValueError(f"max_workers must be >= 1, got {max_workers}")
         super().__init__(limits=limits)
         self._layers = chosen
         self._strict = isolation == "strict"
@@ -171,6 +178,7 @@ class SubprocessRuntime(Runtime):
             restricted=restricted,
             spares=spares,
             default_key=self._default_key,
+            max_workers=max_workers,
         )
         self._exit_stack: contextlib.AsyncExitStack | None = None
         # Tasks answering tool calls, kept parked across runs while the runtime

@@ -2,7 +2,10 @@
 
 :class:`WorkerPool` starts the zygote lazily, asks it for workers and keeps up
 to ``spares`` pre-forked, already sandboxed workers ready for runs with the
-default sandbox settings. Fork requests are fire-and-forget packets; replies
+default sandbox settings. A run that finds no spare ready has one forked for
+it at once rather than waiting for another run to finish, as long as fewer
+than ``max_workers`` workers live (running, spare or being forked); past that
+bound runs queue for the next worker let go. Fork requests are fire-and-forget packets; replies
 are collected by whichever task needs a worker next, or by the housekeeping
 task (:meth:`WorkerPool.maintain`) when there is one. A worker is used for one
 run and never again. Workers for other settings are forked on demand and
@@ -355,7 +358,11 @@ class _ZygoteProcess:
 
 
 class WorkerPool:
-    """Lazily started zygote plus up to ``spares`` ready workers for ``default_key``."""
+    """Lazily started zygote plus up to ``spares`` ready workers for ``default_key``.
+
+    At most ``max_workers`` workers live at once (handed out, spare or asked
+    for); within that bound a run that finds no spare gets a worker forked for it.
+    """
 
     def __init__(
         self,
@@ -366,12 +373,19 @@ class WorkerPool:
         restricted: bool,
         spares: int,
         default_key: SandboxKey,
+        max_workers: int = 64,
     ) -> None:
         self._python = python
         self._allowed = allowed_modules
         self._preimport = tuple(preimport)
         self._restricted = restricted
-        self._target = max(0, spares)
+        self._max_workers = max(1, max_workers)
+        self._target = min(max(0, spares), self._max_workers)
+        # Workers handed out and not yet killed, and the runs waiting for a
+        # default-key worker: each of those gets a fork request of its own.
+        self._in_use = 0
+        self._waiting = 0
+        self._freed: anyio.Event | None = None
         self._default_key = default_key
         self._zygote: _ZygoteProcess | None = None
         self._start_lock = anyio.Lock()
@@ -417,14 +431,14 @@ class WorkerPool:
             # zygote alive (a zero-timeout poll, far cheaper than a receive).
             # Replies waiting are collected later, while the run's worker starts.
             if self._spares and not zygote.news() & select.POLLHUP:
-                return self._spares.popleft()
+                return self._hand_out(self._spares.popleft())
             try:
                 self._collect_now(zygote)
             except _ZygoteDied:
                 pass
             else:
                 if self._spares:
-                    return self._spares.popleft()
+                    return self._hand_out(self._spares.popleft())
         for attempt in range(2):
             zygote = await self._ensure_zygote()
             try:
@@ -439,23 +453,47 @@ class WorkerPool:
                 raise WorkerStartError("the zygote did not fork a worker in time") from None
         raise AssertionError("unreachable")
 
+    def _hand_out(self, worker: Worker) -> Worker:
+        self._in_use += 1
+        return worker
+
+    def _live(self) -> int:
+        """Workers that exist or are on their way: handed out, spare or asked for."""
+        return self._in_use + len(self._spares) + len(self._spare_requests)
+
     async def _acquire(self, zygote: _ZygoteProcess, key: SandboxKey) -> Worker:
         self._collect_now(zygote)
         if key == self._default_key and self._target:
-            while not self._spares:
-                self._replenish(zygote)
-                await self._wait(zygote, lambda: bool(self._spares))
-            # No replenishing here: a spare forked now would compete with this
-            # run for the CPU. :meth:`release` asks for the replacement.
-            return self._spares.popleft()
+            if self._spares:
+                # No replenishing here: a spare forked now would compete with
+                # this run for the CPU. :meth:`release` asks for the replacement.
+                return self._hand_out(self._spares.popleft())
+            # None ready: unless one is on its way, one is asked for on this
+            # run's behalf (within the bound); it takes whichever comes first.
+            self._waiting += 1
+            try:
+                while not self._spares:
+                    self._replenish(zygote)
+                    await self._wait(zygote, lambda: bool(self._spares))
+            finally:
+                self._waiting -= 1
+            return self._hand_out(self._spares.popleft())
+        while self._live() >= self._max_workers:
+            # At the bound: the next worker killed makes room.
+            if self._freed is None:
+                self._freed = anyio.Event()
+            await self._freed.wait()
         request_id = self._send(zygote, key)
+        self._in_use += 1  # counted from the request on, like a spare's
         try:
             await self._wait(zygote, lambda: request_id in self._replies)
         except BaseException:
+            self._in_use -= 1
             self._abandon(zygote, request_id)
             raise
         reply = self._replies.pop(request_id)
         if isinstance(reply, str):
+            self._in_use -= 1
             raise WorkerStartError(reply)
         return reply
 
@@ -483,7 +521,14 @@ class WorkerPool:
         return self._next_id
 
     def _replenish(self, zygote: _ZygoteProcess) -> None:
-        while len(self._spares) + len(self._spare_requests) < self._target:
+        """Ask for spares up to the target, or one per waiting run if more, within the bound.
+
+        (A waiting run takes a spare already asked for: it comes sooner than a new one.)
+        """
+        wanted = max(self._target, self._waiting)
+        while len(self._spares) + len(self._spare_requests) < wanted and (
+            self._live() < self._max_workers
+        ):
             self._spare_requests.add(self._send(zygote, self._default_key))
 
     def _collect(self, zygote: _ZygoteProcess) -> None:
@@ -577,6 +622,10 @@ class WorkerPool:
     def _retire(self, worker: Worker) -> None:
         worker.kill()
         worker.close()
+        self._in_use -= 1
+        if self._freed is not None:
+            self._freed.set()
+            self._freed = None
         zygote = self._zygote
         if zygote is not None and zygote.alive and not self._closed:
             self._replenish(zygote)

@@ -1,0 +1,143 @@
+"""Sustained throughput of the subprocess runtime, next to the fork-plus-unshare ceiling.
+
+Run by hand: ``python tests/benchmarks/bench_throughput.py [--runs N] [--rounds R]``.
+Prints medians, measured in the same run:
+
+* the **ceiling**: cores ÷ the time to fork a process that enters the six
+  namespaces a worker uses (user, mount, network, IPC, UTS, PID: the flags of
+  ``runtime._sandbox._layers._enter_namespaces``) and exits, reaped by its
+  parent — the least a fresh, namespaced process per run can cost;
+* runs/s of ``return 1`` with strict isolation and every layer (one fresh
+  worker per run), back to back from one caller, and from 16 concurrent
+  callers (an anyio task group);
+* each as a ratio to the ceiling (target: at least 0.45 in both modes);
+* 16 concurrent runs that each wait 1 s on a tool, with the default spares
+  (target: about 1 s of wall time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import statistics
+import time
+from typing import Any
+
+import anyio
+
+from runtime import SubprocessRuntime, ToolAnswer
+from runtime._sandbox import _namespaces
+
+_FLAGS = (
+    _namespaces.CLONE_NEWUSER
+    | _namespaces.CLONE_NEWNS
+    | _namespaces.CLONE_NEWNET
+    | _namespaces.CLONE_NEWIPC
+    | _namespaces.CLONE_NEWUTS
+    | _namespaces.CLONE_NEWPID
+)
+_CALLERS = 16
+
+
+async def _echo(name: str, args: Any) -> ToolAnswer:
+    return ToolAnswer.success(args)
+
+
+async def _wait_one_second(name: str, args: Any) -> ToolAnswer:
+    await anyio.sleep(1.0)
+    return ToolAnswer.success(args)
+
+
+def _fork_unshare_exit_seconds(samples: int) -> float:
+    """Median wall time of fork, unshare of the six namespaces, exit and reap."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    times = []
+    for _ in range(samples):
+        started = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if libc.unshare(ctypes.c_int(_FLAGS)) == 0 else 1)
+        _, status = os.waitpid(pid, 0)
+        times.append(time.perf_counter() - started)
+        if status != 0:
+            raise SystemExit(f"unshare of the six namespaces failed (status {status})")
+    return statistics.median(times)
+
+
+def ceiling(samples: int) -> float:
+    """Runs/s if every core did nothing but fork, unshare and exit."""
+    cores = len(os.sched_getaffinity(0))
+    return cores / _fork_unshare_exit_seconds(samples)
+
+
+async def back_to_back(rt: SubprocessRuntime, runs: int) -> float:
+    started = time.perf_counter()
+    for _ in range(runs):
+        outcome = await rt.run("return 1", tool_names=[], call_tool=_echo)
+        assert outcome.result == 1, outcome
+    return runs / (time.perf_counter() - started)
+
+
+async def concurrent(rt: SubprocessRuntime, runs: int, callers: int = _CALLERS) -> float:
+    left = runs
+
+    async def caller() -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            outcome = await rt.run("return 1", tool_names=[], call_tool=_echo)
+            assert outcome.result == 1, outcome
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as group:
+        for _ in range(callers):
+            group.start_soon(caller)
+    return runs / (time.perf_counter() - started)
+
+
+async def waiting_runs(rt: SubprocessRuntime, callers: int = _CALLERS) -> float:
+    """Wall time of ``callers`` concurrent runs that each wait 1 s on a tool."""
+
+    async def one() -> None:
+        outcome = await rt.run(
+            "return await tools.wait({})", tool_names=["wait"], call_tool=_wait_one_second
+        )
+        assert outcome.result == {}, outcome
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as group:
+        for _ in range(callers):
+            group.start_soon(one)
+    return time.perf_counter() - started
+
+
+async def main(runs: int, rounds: int) -> None:
+    ceilings: list[float] = []
+    serial: list[float] = []
+    parallel: list[float] = []
+    waits: list[float] = []
+    async with SubprocessRuntime() as rt:
+        await back_to_back(rt, 20)  # warm-up
+        for _ in range(rounds):
+            # Interleaved, so that a slow patch of the machine hits every figure.
+            ceilings.append(ceiling(max(20, runs // 4)))
+            serial.append(await back_to_back(rt, runs))
+            parallel.append(await concurrent(rt, runs))
+        for _ in range(max(1, rounds // 2)):
+            waits.append(await waiting_runs(rt))
+    top = statistics.median(ceilings)
+    print(f"cores: {len(os.sched_getaffinity(0))}, {rounds} rounds of {runs} runs, medians")
+    print(f"ceiling (cores / fork+unshare+exit): {top:8.1f} runs/s")
+    for label, values in (("back to back", serial), (f"{_CALLERS} callers", parallel)):
+        value = statistics.median(values)
+        print(f"{label:>12}: {value:8.1f} runs/s  = {value / top:5.2f} x ceiling (target >= 0.45)")
+    print(f"{_CALLERS} runs waiting 1 s on a tool: {statistics.median(waits):6.2f} s wall")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    anyio.run(main, args.runs, args.rounds)
