@@ -79,7 +79,7 @@ import signal
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, NoReturn
 
@@ -331,6 +331,7 @@ def _enter_namespaces(
     read_only: list[str],
     report: _Report,
     parent_death: _ParentDeath,
+    id_mapper: Callable[[bool], bool] | None,
 ) -> _Namespaces:
     """Unshare, map ids, build the private root, fork init and program; return in the program."""
     flags = (
@@ -344,7 +345,9 @@ def _enter_namespaces(
     privileged = os.geteuid() == 0
     uid, gid, parent = os.geteuid(), os.getegid(), os.getpid()
     helper = -1
-    if privileged:
+    # A mapper outside the new namespace (the zygote) spares the fork of a helper.
+    forks_helper = privileged and id_mapper is None
+    if forks_helper:
         go_r, go_w = os.pipe()
         done_r, done_w = os.pipe()
         try:
@@ -364,12 +367,14 @@ def _enter_namespaces(
         unshared: OSError | None = None
     except OSError as exc:
         unshared = exc
-    if privileged:
+    if forks_helper:
         os.write(go_w, b"0" if unshared else b"1")
         mapped = os.read(done_r, 1) == b"1"
         os.close(go_w)
         os.close(done_r)
         os.waitpid(helper, 0)
+    elif privileged and id_mapper is not None:
+        mapped = id_mapper(unshared is None)
     if unshared is not None:
         reason = f"unshare refused: {unshared.strerror or unshared}"
         if unshared.errno in (errno.EPERM, errno.EACCES, errno.ENOSPC):
@@ -626,7 +631,12 @@ def _apply_rlimits(config: SandboxConfig, report: _Report) -> None:
     report.add("rlimits", not failed, detail)
 
 
-def enter_sandbox(config: SandboxConfig, *, keep_fds: Sequence[int]) -> list[LayerStatus]:
+def enter_sandbox(
+    config: SandboxConfig,
+    *,
+    keep_fds: Sequence[int],
+    id_mapper: Callable[[bool], bool] | None = None,
+) -> list[LayerStatus]:
     """Apply every available isolation layer to the calling worker process.
 
     Call it in a freshly forked, single-threaded worker before any untrusted
@@ -636,6 +646,10 @@ def enter_sandbox(config: SandboxConfig, *, keep_fds: Sequence[int]) -> list[Lay
     the init and exits with the program's status. Returns what each layer
     did. The caller's parent-death signal, if any, survives the credential
     changes (in the process that stays the caller's child).
+
+    ``id_mapper``, for a root caller, asks a process outside the new user
+    namespace to write its id maps: called with whether ``unshare`` succeeded,
+    it returns whether the maps were written. Without it a helper is forked.
 
     Raises:
         SandboxError: ``config.strict`` and a requested layer is unavailable,
@@ -676,7 +690,7 @@ def enter_sandbox(config: SandboxConfig, *, keep_fds: Sequence[int]) -> list[Lay
         raise SandboxError(f"cannot use the work directory {workdir!r}: {exc}") from exc
     namespaces = _Namespaces()
     if config.namespaces:
-        namespaces = _enter_namespaces(config, workdir, read_only, report, parent_death)
+        namespaces = _enter_namespaces(config, workdir, read_only, report, parent_death, id_mapper)
     else:
         for name in _NAMESPACE_LAYERS:
             report.add(name, False, "switched off by configuration", required=False)

@@ -1,8 +1,9 @@
 """Linux namespaces and the private root file system of a worker.
 
 The worker unshares user, mount, network, IPC, UTS and PID namespaces in one
-call. When the host runs as root, a short-lived helper that stays in the
-initial user namespace writes the id maps, so the sandbox ids map to
+call. When the host runs as root, a process that stays in the initial user
+namespace writes the id maps (the zygote for its workers, otherwise a
+short-lived helper forked for it), so the sandbox ids map to
 *unprivileged* host ids (``HOST_ROOT_ID`` for the namespace's root while it
 sets up, ``HOST_SANDBOX_ID`` for the program) rather than to host root. Without
 root, the single self-mapping the kernel allows is used.
@@ -44,6 +45,7 @@ __all__ = [
     "map_self",
     "set_hostname",
     "unshare",
+    "write_id_maps",
 ]
 
 CLONE_NEWNS: Final = 0x00020000
@@ -124,6 +126,17 @@ def _write(path: str, text: str) -> None:
         os.close(fd)
 
 
+def write_id_maps(target_pid: int) -> None:
+    """Write the id maps of ``target_pid``, which has just unshared its user namespace.
+
+    Called by a root process of the parent user namespace: the zygote for its
+    workers, or the helper of :func:`map_ids`.
+    """
+    ids = f"0 {HOST_ROOT_ID} 1\n{SANDBOX_ID} {HOST_SANDBOX_ID} 1\n"
+    _write(f"/proc/{target_pid}/gid_map", ids)
+    _write(f"/proc/{target_pid}/uid_map", ids)
+
+
 def map_ids(ready_to_map: int, mapped: int, target_pid: int) -> NoReturn:
     """Body of the helper that writes ``target_pid``'s id maps; never returns.
 
@@ -134,9 +147,7 @@ def map_ids(ready_to_map: int, mapped: int, target_pid: int) -> NoReturn:
     ok = b"0"
     try:
         if os.read(ready_to_map, 1) == b"1":
-            ids = f"0 {HOST_ROOT_ID} 1\n{SANDBOX_ID} {HOST_SANDBOX_ID} 1\n"
-            _write(f"/proc/{target_pid}/gid_map", ids)
-            _write(f"/proc/{target_pid}/uid_map", ids)
+            write_id_maps(target_pid)
             ok = b"1"
     except BaseException:  # a forked helper must reach _exit whatever happens
         ok = b"0"

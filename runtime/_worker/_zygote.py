@@ -9,7 +9,9 @@ channel (a socketpair), a status pipe and a private work directory, forks,
 and hands the host its end of the channel and the read end of the status pipe
 with ``SCM_RIGHTS``. The child puts itself in its own process group, enters
 the sandbox and waits for its program (that is what makes a spare "already
-sandboxed"). The zygote reaps every child and writes its raw wait status into
+sandboxed"). Run as root, the zygote also writes each child's user-namespace
+id maps when the child asks (a root process outside the namespace must; this
+spares every worker the fork of a helper). The zygote reaps every child and writes its raw wait status into
 the status pipe, then removes the work directory.
 
 It stays single-threaded: forking is only safe that way. When the control
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import gc
 import importlib
 import importlib.util
@@ -38,7 +41,7 @@ import socket
 import sys
 import tempfile
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import orjson
@@ -90,6 +93,10 @@ class _ForkServer:
         self.pid = os.getpid()
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.libc = ctypes.CDLL(None, use_errno=True)
+        self.namespaces = importlib.import_module("runtime._sandbox._namespaces")
+        # Workers waiting for their id maps: the pipe each asks on -> (pid, answer pipe).
+        self.mapping: dict[int, tuple[int, int]] = {}
+        self.maps_ids = os.geteuid() == 0
 
     def serve(self) -> NoReturn:
         signal.signal(signal.SIGCHLD, lambda signum, frame: None)
@@ -105,10 +112,14 @@ class _ForkServer:
             )
         )
         while True:
-            readable, _, _ = select.select([self.ctl.fileno(), self.wake_r], [], [])
+            watched = [self.ctl.fileno(), self.wake_r, *self.mapping]
+            readable, _, _ = select.select(watched, [], [])
             if self.wake_r in readable:
                 with contextlib.suppress(BlockingIOError):
                     os.read(self.wake_r, 4096)
+            for fd in readable:
+                if fd in self.mapping:
+                    self.map_ids(fd)
             self.reap()
             if self.ctl.fileno() in readable:
                 try:
@@ -136,6 +147,9 @@ class _ForkServer:
                 continue  # an init, reparented here when its supervisor died
             status_w, workdir, request_id = entry
             self.requests.pop(request_id, None)
+            for ask, (child, _answer) in list(self.mapping.items()):
+                if child == pid:
+                    self.end_mapping(ask)
             # The CPU time lets the host tell the CPU limit's SIGKILL from others,
             # the peak RSS (KiB) a real memory exhaustion from a claimed one.
             cpu = usage.ru_utime + usage.ru_stime
@@ -160,6 +174,28 @@ class _ForkServer:
                 shutil.rmtree(entry[1], ignore_errors=True)
         os._exit(0)
 
+    def map_ids(self, ask: int) -> None:
+        """Write the id maps of the worker that asked on ``ask`` (it unshared), and answer."""
+        pid, answer = self.mapping[ask]
+        try:
+            asked = os.read(ask, 1)
+        except OSError:
+            asked = b""
+        if asked == b"1":
+            try:
+                self.namespaces.write_id_maps(pid)
+                done = b"1"
+            except OSError:
+                done = b"0"
+            with contextlib.suppress(OSError):
+                os.write(answer, done)
+        self.end_mapping(ask)
+
+    def end_mapping(self, ask: int) -> None:
+        _pid, answer = self.mapping.pop(ask)
+        os.close(ask)
+        os.close(answer)
+
     def cancel(self, request_id: int) -> None:
         """Kill the worker of ``request_id``, unless it was reaped already (or never forked)."""
         pid = self.requests.pop(request_id, None)
@@ -174,19 +210,29 @@ class _ForkServer:
         except OSError as exc:
             self.ctl.send(orjson.dumps({"id": request_id, "error": str(exc)}))
             return
+        pipes: tuple[int, int, int, int] | None = None
         try:
+            if self.maps_ids and request["namespaces"]:
+                pipes = (*os.pipe(), *os.pipe())  # the worker's ask, the zygote's answer
             pid = os.fork()
         except OSError as exc:
             host_end.close()
             child_end.close()
+            for fd in pipes or ():
+                os.close(fd)
             shutil.rmtree(workdir, ignore_errors=True)
             self.ctl.send(orjson.dumps({"id": request_id, "error": f"fork failed: {exc}"}))
             return
         if pid == 0:
-            self.child(request, child_end, workdir)
+            self.child(request, child_end, workdir, pipes)
         with contextlib.suppress(OSError):
             os.setpgid(pid, pid)  # also done by the child: whichever runs first wins
         child_end.close()
+        if pipes is not None:
+            ask_r, ask_w, answer_r, answer_w = pipes
+            os.close(ask_w)
+            os.close(answer_r)
+            self.mapping[ask_r] = (pid, answer_w)
         status_r, status_w = os.pipe()
         self.children[pid] = (status_w, workdir, request_id)
         self.requests[request_id] = pid
@@ -202,7 +248,13 @@ class _ForkServer:
             host_end.close()
             os.close(status_r)
 
-    def child(self, request: dict[str, Any], sock: socket.socket, workdir: str) -> NoReturn:
+    def child(
+        self,
+        request: dict[str, Any],
+        sock: socket.socket,
+        workdir: str,
+        pipes: tuple[int, int, int, int] | None,
+    ) -> NoReturn:
         try:
             os.setpgid(0, 0)
             signal.set_wakeup_fd(-1)
@@ -218,13 +270,26 @@ class _ForkServer:
             os.close(null)
             loop, replies = new_worker_loop()
             keep = [sock.fileno(), *_loop_fds(loop)]
-            layers = self.enter(request, workdir, keep)
+            id_mapper = None
+            if pipes is not None:
+                ask_r, ask_w, answer_r, answer_w = pipes
+                os.close(ask_r)
+                os.close(answer_w)
+                keep += [ask_w, answer_r]
+                id_mapper = functools.partial(_ask_for_id_maps, ask_w, answer_r)
+            layers = self.enter(request, workdir, keep, id_mapper)
             serve(sock, loop, layers, self.settings, replies)
         except BaseException as exc:
             self.report_failure(sock, exc)
         os._exit(EXIT_INTERNAL)
 
-    def enter(self, request: dict[str, Any], workdir: str, keep: list[int]) -> list[list[Any]]:
+    def enter(
+        self,
+        request: dict[str, Any],
+        workdir: str,
+        keep: list[int],
+        id_mapper: Callable[[bool], bool] | None,
+    ) -> list[list[Any]]:
         fields = {
             "workdir": workdir,
             "memory_bytes": request["memory_bytes"],
@@ -235,7 +300,9 @@ class _ForkServer:
             "landlock": request["landlock"],
             "strict": request["strict"],
         }
-        statuses = self.sandbox.enter_sandbox(self.sandbox.SandboxConfig(**fields), keep_fds=keep)
+        statuses = self.sandbox.enter_sandbox(
+            self.sandbox.SandboxConfig(**fields), keep_fds=keep, id_mapper=id_mapper
+        )
         return [[status.name, status.active, status.detail] for status in statuses]
 
     def report_failure(self, sock: socket.socket, exc: BaseException) -> None:
@@ -247,6 +314,16 @@ class _ForkServer:
         # it, as a protocol failure.
         with contextlib.suppress(BaseException):
             sock.sendall(encode_frame({"type": "error", "kind": "sandbox", "message": message}))
+
+
+def _ask_for_id_maps(ask: int, answer: int, unshared: bool) -> bool:
+    """In a worker: have the zygote write its id maps; whether it did. Closes both pipes."""
+    try:
+        os.write(ask, b"1" if unshared else b"0")
+        return unshared and os.read(answer, 1) == b"1"
+    finally:
+        os.close(ask)
+        os.close(answer)
 
 
 def _kill_worker(pid: int) -> None:

@@ -6,7 +6,10 @@ Prints medians, measured in the same run:
 * the **ceiling**: cores ÷ the time to fork a process that enters the six
   namespaces a worker uses (user, mount, network, IPC, UTS, PID: the flags of
   ``runtime._sandbox._layers._enter_namespaces``) and exits, reaped by its
-  parent — the least a fresh, namespaced process per run can cost;
+  parent — the least a fresh, namespaced process per run can cost. Forked
+  from this process, an interpreter of about the zygote's size (fork and exit
+  cost grow with the pages mapped); the same from a bare ``python -I -S`` is
+  printed for reference;
 * runs/s of ``return 1`` with strict isolation and every layer (one fresh
   worker per run), back to back from one caller, and from 16 concurrent
   callers (an anyio task group);
@@ -21,6 +24,8 @@ import argparse
 import ctypes
 import os
 import statistics
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -66,9 +71,28 @@ def _fork_unshare_exit_seconds(samples: int) -> float:
 
 
 def ceiling(samples: int) -> float:
-    """Runs/s if every core did nothing but fork, unshare and exit."""
+    """Runs/s if every core did nothing but fork, unshare and exit (forked from here)."""
     cores = len(os.sched_getaffinity(0))
     return cores / _fork_unshare_exit_seconds(samples)
+
+
+def bare_ceiling(samples: int) -> float:
+    """:func:`ceiling`, forked from a bare ``python -I -S`` (no anyio, no runtime)."""
+    code = (
+        "import ctypes, os, statistics, sys, time\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "times = []\n"
+        "for _ in range(int(sys.argv[2])):\n"
+        "    started = time.perf_counter()\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        os._exit(0 if libc.unshare(ctypes.c_int(int(sys.argv[1]))) == 0 else 1)\n"
+        "    os.waitpid(pid, 0)\n"
+        "    times.append(time.perf_counter() - started)\n"
+        "print(len(os.sched_getaffinity(0)) / statistics.median(times))\n"
+    )
+    command = [sys.executable, "-I", "-S", "-c", code, str(_FLAGS), str(samples)]
+    return float(subprocess.run(command, check=True, capture_output=True).stdout)
 
 
 async def back_to_back(rt: SubprocessRuntime, runs: int) -> float:
@@ -117,11 +141,13 @@ async def main(runs: int, rounds: int) -> None:
     serial: list[float] = []
     parallel: list[float] = []
     waits: list[float] = []
+    bare: list[float] = []
     async with SubprocessRuntime() as rt:
         await back_to_back(rt, 20)  # warm-up
         for _ in range(rounds):
             # Interleaved, so that a slow patch of the machine hits every figure.
             ceilings.append(ceiling(max(20, runs // 4)))
+            bare.append(bare_ceiling(max(20, runs // 4)))
             serial.append(await back_to_back(rt, runs))
             parallel.append(await concurrent(rt, runs))
         for _ in range(max(1, rounds // 2)):
@@ -129,6 +155,7 @@ async def main(runs: int, rounds: int) -> None:
     top = statistics.median(ceilings)
     print(f"cores: {len(os.sched_getaffinity(0))}, {rounds} rounds of {runs} runs, medians")
     print(f"ceiling (cores / fork+unshare+exit): {top:8.1f} runs/s")
+    print(f"  the same from a bare interpreter:    {statistics.median(bare):8.1f} runs/s")
     for label, values in (("back to back", serial), (f"{_CALLERS} callers", parallel)):
         value = statistics.median(values)
         print(f"{label:>12}: {value:8.1f} runs/s  = {value / top:5.2f} x ceiling (target >= 0.45)")
