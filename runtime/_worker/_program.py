@@ -9,7 +9,8 @@ the Pyodide worker loads this file as the module ``_ptc_program``.
 Output accounting (:func:`log_cost`, :func:`overflow_frames`) is defined here
 once for the host and both workers: a worker stops its program once its own
 count passes the output limit, right after the frame that passed it, and the
-host, counting the same frames the same way, decides ``output_limit``.
+host, counting the same frames the same way, decides ``output_limit``. So is
+the lossless-JSON check (:func:`check_json`) a worker makes of every value it sends.
 
 Security warning: this code runs in the same interpreter as the untrusted
 program, which can patch it and read its state. It enforces nothing the host
@@ -23,6 +24,7 @@ import asyncio
 import io
 import itertools
 import keyword
+import math
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from types import CodeType, TracebackType
@@ -31,15 +33,18 @@ from typing import Any, NoReturn, Protocol
 __all__ = [
     "LINE_COST",
     "MAX_FRAME_BRACKETS",
+    "MAX_JSON_DEPTH",
     "MAX_PARTIAL_CHARS",
     "NOTHING",
     "NOTHING_NAME",
     "PROGRAM_FILENAME",
     "PROGRAM_FUNCTION",
     "LogWriter",
+    "NotJsonError",
     "ProgramRun",
     "ToolCallError",
     "Tools",
+    "check_json",
     "compile_program",
     "format_program_exception",
     "is_memory_error",
@@ -70,6 +75,13 @@ LINE_COST = 4
 #: bytes are spent. A worker splits a longer log line and refuses larger
 #: arguments or results (as too big for a message); the host refuses such a frame.
 MAX_FRAME_BRACKETS = 1 << 20
+#: Deepest nesting of a value that crosses the wire (tool arguments, results).
+#: orjson serialises at most 254 levels and the registry's snapshot admits 255;
+#: the host wraps a program's value in at most 3 more (``ptc run --json``:
+#: payload, events, event), so 250 leaves every host-side consumer room.
+MAX_JSON_DEPTH = 250
+_INT_MIN = -(2**63)
+_INT_MAX = 2**64 - 1
 # ``{"type":"log","text":""}`` and ``{"type":"overflow","text":""}``: frames without their text.
 _LOG_FRAME_BYTES = 24
 _OVERFLOW_FRAME_BYTES = 29
@@ -127,6 +139,76 @@ def _is_name_char(char: str) -> bool:
 
 # Shown to the program (and in its tracebacks) as a builtin name.
 ToolCallError.__module__ = "builtins"
+
+
+# --------------------------------------------------------------------------- json
+# What both workers check before a value leaves them (the host checks again).
+
+
+class NotJsonError(ValueError):
+    """A value is not lossless JSON; ``path`` says where (``$`` is the root)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{problem} at {path}")
+
+
+def check_json(value: object) -> None:
+    """Raise :class:`NotJsonError` unless ``value`` is lossless JSON.
+
+    Lossless JSON: ``dict`` with ``str`` keys, ``list``, ``str``, ``int`` within
+    64 bits, finite ``float``, ``bool`` and ``None``; exact types, no cycles,
+    nesting at most :data:`MAX_JSON_DEPTH`.
+    """
+    try:
+        _check(value, 0)
+    except _Bad as bad:
+        raise NotJsonError("$" + "".join(reversed(bad.parts)), bad.problem) from None
+
+
+class _Bad(Exception):
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        self.parts: list[str] = []
+
+
+def _check(value: object, depth: int) -> None:
+    # The path is only built on the way out of a failure: the walk stays cheap.
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return
+    if kind is int:
+        if not _INT_MIN <= value <= _INT_MAX:  # type: ignore[operator]
+            raise _Bad("integer does not fit in 64 bits")
+        return
+    if kind is float:
+        if not math.isfinite(value):  # type: ignore[arg-type]
+            raise _Bad(f"{value!r} is not a JSON number")
+        return
+    if depth >= MAX_JSON_DEPTH:
+        raise _Bad(f"nesting deeper than {MAX_JSON_DEPTH} levels")
+    if kind is list:
+        item: object
+        for index, item in enumerate(value):  # type: ignore[arg-type]
+            try:
+                _check(item, depth + 1)
+            except _Bad as bad:
+                bad.parts.append(f"[{index}]")
+                raise
+        return
+    if kind is dict:
+        for key, item in value.items():  # type: ignore[attr-defined]
+            if type(key) is not str:
+                raise _Bad(f"key {key!r} is not a string")
+            try:
+                _check(item, depth + 1)
+            except _Bad as bad:
+                bad.parts.append(f"[{key!r}]")
+                raise
+        return
+    hint = " (use a list)" if kind is tuple else ""
+    raise _Bad(f"{kind.__name__} is not JSON{hint}")
 
 
 class ProgramRun(Protocol):

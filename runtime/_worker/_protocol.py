@@ -41,14 +41,13 @@ Security warning: on the host every worker frame is hostile input. Use
 
 from __future__ import annotations
 
-import math
 import struct
 from typing import Any, Final, Literal, TypeAlias, TypedDict
 
 import orjson
 
 from .._exceptions import ProtocolError
-from ._program import MAX_FRAME_BRACKETS
+from ._program import MAX_FRAME_BRACKETS, MAX_JSON_DEPTH, NotJsonError, check_json
 
 __all__ = [
     "HEADER",
@@ -70,26 +69,10 @@ __all__ = [
 ]
 
 HEADER: Final = struct.Struct(">I")
-#: Deepest nesting of a value that crosses the wire (tool arguments, results).
-#: orjson serialises at most 254 levels and the registry's snapshot admits 255;
-#: the host wraps a program's value in at most 3 more (``ptc run --json``:
-#: payload, events, event), so 250 leaves every host-side consumer room.
-MAX_JSON_DEPTH: Final = 250
-_INT_MIN: Final = -(2**63)
-_INT_MAX: Final = 2**64 - 1
 
 #: Failure kinds a worker may report: what the program did ("sandbox" only
 #: instead of "ready"). Kinds that mean a limit was hit are the host's alone.
 WORKER_ERROR_KINDS: Final = frozenset({"syntax", "exception", "sandbox"})
-
-
-class NotJsonError(ValueError):
-    """A value is not lossless JSON; ``path`` says where (``$`` is the root)."""
-
-    def __init__(self, path: str, problem: str) -> None:
-        self.path = path
-        self.problem = problem
-        super().__init__(f"{problem} at {path}")
 
 
 class ReadyFrame(TypedDict):
@@ -283,60 +266,3 @@ def _is_layer_list(value: object) -> bool:
         ):
             return False
     return True
-
-
-def check_json(value: object) -> None:
-    """Raise :class:`NotJsonError` unless ``value`` is lossless JSON.
-
-    Lossless JSON: ``dict`` with ``str`` keys, ``list``, ``str``, ``int`` within
-    64 bits, finite ``float``, ``bool`` and ``None``; exact types, no cycles,
-    nesting at most :data:`MAX_JSON_DEPTH`.
-    """
-    try:
-        _check(value, 0)
-    except _Bad as bad:
-        raise NotJsonError("$" + "".join(reversed(bad.parts)), bad.problem) from None
-
-
-class _Bad(Exception):
-    def __init__(self, problem: str) -> None:
-        self.problem = problem
-        self.parts: list[str] = []
-
-
-def _check(value: object, depth: int) -> None:
-    # The path is only built on the way out of a failure: the walk stays cheap.
-    kind = type(value)
-    if kind is str or kind is bool or value is None:
-        return
-    if kind is int:
-        if not _INT_MIN <= value <= _INT_MAX:  # type: ignore[operator]
-            raise _Bad("integer does not fit in 64 bits")
-        return
-    if kind is float:
-        if not math.isfinite(value):  # type: ignore[arg-type]
-            raise _Bad(f"{value!r} is not a JSON number")
-        return
-    if depth >= MAX_JSON_DEPTH:
-        raise _Bad(f"nesting deeper than {MAX_JSON_DEPTH} levels")
-    if kind is list:
-        item: object
-        for index, item in enumerate(value):  # type: ignore[arg-type]
-            try:
-                _check(item, depth + 1)
-            except _Bad as bad:
-                bad.parts.append(f"[{index}]")
-                raise
-        return
-    if kind is dict:
-        for key, item in value.items():  # type: ignore[attr-defined]
-            if type(key) is not str:
-                raise _Bad(f"key {key!r} is not a string")
-            try:
-                _check(item, depth + 1)
-            except _Bad as bad:
-                bad.parts.append(f"[{key!r}]")
-                raise
-        return
-    hint = " (use a list)" if kind is tuple else ""
-    raise _Bad(f"{kind.__name__} is not JSON{hint}")

@@ -21,10 +21,9 @@ import collections
 import contextlib
 import json
 import linecache
-import math
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:  # the same file, as the type checker finds it
     from runtime._worker._program import (
@@ -34,8 +33,10 @@ if TYPE_CHECKING:  # the same file, as the type checker finds it
         PROGRAM_FILENAME,
         PROGRAM_FUNCTION,
         LogWriter,
+        NotJsonError,
         ToolCallError,
         Tools,
+        check_json,
         compile_program,
         log_cost,
         memory_message,
@@ -51,8 +52,10 @@ else:  # loaded by worker.js from runtime/_worker/_program.py, before this modul
         PROGRAM_FILENAME,
         PROGRAM_FUNCTION,
         LogWriter,
+        NotJsonError,
         ToolCallError,
         Tools,
+        check_json,
         compile_program,
         log_cost,
         memory_message,
@@ -61,9 +64,6 @@ else:  # loaded by worker.js from runtime/_worker/_program.py, before this modul
     )
     from _ptc_program import format_program_exception as _format_exception
 
-MAX_JSON_DEPTH = 250  # runtime._worker._protocol.MAX_JSON_DEPTH: the host refuses deeper
-_INT_MIN = -(2**63)
-_INT_MAX = 2**64 - 1
 _MAX_MESSAGE_CHARS = 32_768
 
 Send = Callable[[Any], object]
@@ -74,40 +74,6 @@ class _Finished(BaseException):
 
 
 # --------------------------------------------------------------------------- json
-
-
-class NotJsonError(ValueError):
-    def __init__(self, path: str, problem: str) -> None:
-        super().__init__(f"{problem} at {path}")
-
-
-def check_json(value: object, path: str = "$", depth: int = 0) -> None:
-    """Raise :class:`NotJsonError` unless ``value`` is lossless JSON."""
-    kind = type(value)
-    if kind is str or kind is bool or value is None:
-        return
-    if kind is int:
-        if not _INT_MIN <= cast(int, value) <= _INT_MAX:
-            raise NotJsonError(path, "integer does not fit in 64 bits")
-        return
-    if kind is float:
-        if not math.isfinite(cast(float, value)):
-            raise NotJsonError(path, f"{value!r} is not a JSON number")
-        return
-    if depth >= MAX_JSON_DEPTH:
-        raise NotJsonError(path, f"nesting deeper than {MAX_JSON_DEPTH} levels")
-    if kind is list:
-        for index, item in enumerate(cast("list[object]", value)):
-            check_json(item, f"{path}[{index}]", depth + 1)
-        return
-    if kind is dict:
-        for key, item in cast("dict[object, object]", value).items():
-            if type(key) is not str:
-                raise NotJsonError(path, f"key {key!r} is not a string")
-            check_json(item, f"{path}[{key!r}]", depth + 1)
-        return
-    hint = " (use a list)" if kind is tuple else ""
-    raise NotJsonError(path, f"{kind.__name__} is not JSON{hint}")
 
 
 def _not_json(value: object) -> NoReturn:
