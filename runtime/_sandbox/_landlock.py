@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from typing import Final
 
 from .._exceptions import LandlockUnavailableError
+from ._libc import PR_SET_NO_NEW_PRIVS, prctl, syscall
 
 __all__ = [
     "LandlockUnavailableError",
@@ -36,7 +37,6 @@ _SYS_ADD_RULE: Final = 445
 _SYS_RESTRICT_SELF: Final = 446
 _CREATE_RULESET_VERSION: Final = 1
 _RULE_PATH_BENEATH: Final = 1
-_PR_SET_NO_NEW_PRIVS: Final = 38
 
 _EXECUTE: Final = 1 << 0
 _WRITE_FILE: Final = 1 << 1
@@ -77,16 +77,9 @@ _READ_WRITE: Final = (
 )
 
 
-def _syscall() -> ctypes._FuncPointer:
-    libc = ctypes.CDLL(None, use_errno=True)
-    func: ctypes._FuncPointer = libc.syscall
-    func.restype = ctypes.c_long
-    return func
-
-
 def abi_version() -> int:
     """Return the kernel's Landlock ABI version; raise :class:`LandlockUnavailableError`."""
-    result = _syscall()(
+    result = syscall(
         ctypes.c_long(_SYS_CREATE_RULESET),
         ctypes.c_void_p(None),
         ctypes.c_size_t(0),
@@ -130,7 +123,6 @@ def create_ruleset(
     # struct landlock_ruleset_attr grew with the ABI; pass the size this kernel knows.
     size = 8 if abi < 4 else 16 if abi < 6 else 24
     attr = ctypes.create_string_buffer(struct.pack("=QQQ", handled_fs, handled_net, scoped), 24)
-    syscall = _syscall()
     ruleset = int(
         syscall(ctypes.c_long(_SYS_CREATE_RULESET), attr, ctypes.c_size_t(size), ctypes.c_uint32(0))
     )
@@ -140,9 +132,9 @@ def create_ruleset(
     try:
         for paths, rights in ((read_only, _READ_ONLY), (read_write, _READ_WRITE)):
             for path in paths:
-                _add_path_rule(syscall, ruleset, path, rights & handled_fs)
+                _add_path_rule(ruleset, path, rights & handled_fs)
         for path in devices:
-            _add_path_rule(syscall, ruleset, path, (_READ_FILE | _WRITE_FILE) & handled_fs)
+            _add_path_rule(ruleset, path, (_READ_FILE | _WRITE_FILE) & handled_fs)
     except BaseException:
         os.close(ruleset)
         raise
@@ -152,20 +144,13 @@ def create_ruleset(
 def enforce(ruleset: int) -> None:
     """Set ``no_new_privs`` and confine the calling thread to ``ruleset`` (then closed)."""
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        prctl = libc.prctl
-        prctl.argtypes = (
-            ctypes.c_int,
-            ctypes.c_ulong,
-            ctypes.c_ulong,
-            ctypes.c_ulong,
-            ctypes.c_ulong,
-        )
-        if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            err = ctypes.get_errno()
-            raise LandlockUnavailableError(err, f"PR_SET_NO_NEW_PRIVS: {os.strerror(err)}")
-        restrict = _syscall()
-        if restrict(ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)):
+        try:
+            prctl(PR_SET_NO_NEW_PRIVS, 1)
+        except OSError as exc:
+            raise LandlockUnavailableError(
+                exc.errno, f"PR_SET_NO_NEW_PRIVS: {exc.strerror}"
+            ) from None
+        if syscall(ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)):
             err = ctypes.get_errno()
             raise LandlockUnavailableError(err, f"landlock_restrict_self: {os.strerror(err)}")
     finally:
@@ -181,7 +166,7 @@ def restrict_self(
     return abi
 
 
-def _add_path_rule(syscall: ctypes._FuncPointer, ruleset: int, path: str, rights: int) -> None:
+def _add_path_rule(ruleset: int, path: str, rights: int) -> None:
     try:
         fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
     except (FileNotFoundError, PermissionError):

@@ -85,6 +85,19 @@ from typing import Final, NoReturn
 
 from .._exceptions import SandboxError
 from . import _landlock, _namespaces, _seccomp
+from ._libc import (
+    PR_CAP_AMBIENT,
+    PR_CAP_AMBIENT_CLEAR_ALL,
+    PR_CAPBSET_DROP,
+    PR_CAPBSET_READ,
+    PR_GET_NO_NEW_PRIVS,
+    PR_GET_PDEATHSIG,
+    PR_SET_DUMPABLE,
+    PR_SET_NO_NEW_PRIVS,
+    PR_SET_PDEATHSIG,
+    libc,
+    prctl,
+)
 
 __all__ = [
     "LayerStatus",
@@ -95,15 +108,6 @@ __all__ = [
     "python_paths",
 ]
 
-_PR_SET_PDEATHSIG: Final = 1
-_PR_GET_PDEATHSIG: Final = 2
-_PR_SET_DUMPABLE: Final = 4
-_PR_CAPBSET_READ: Final = 23
-_PR_CAPBSET_DROP: Final = 24
-_PR_SET_NO_NEW_PRIVS: Final = 38
-_PR_GET_NO_NEW_PRIVS: Final = 39
-_PR_CAP_AMBIENT: Final = 47
-_PR_CAP_AMBIENT_CLEAR_ALL: Final = 4
 _CAP_VERSION_3: Final = 0x20080522
 _HOSTNAME: Final = "ptc-sandbox"
 _DEVICES: Final = ("/dev/null", "/dev/zero", "/dev/urandom")
@@ -201,29 +205,6 @@ class _Report:
 
 
 @functools.cache
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def _prctl(option: int, arg2: int = 0) -> int:
-    prctl = _libc().prctl
-    if prctl.argtypes is None:
-        prctl.argtypes = (
-            ctypes.c_int,
-            ctypes.c_ulong,
-            ctypes.c_ulong,
-            ctypes.c_ulong,
-            ctypes.c_ulong,
-        )
-        prctl.restype = ctypes.c_int
-    result: int = prctl(option, arg2, 0, 0, 0)
-    if result < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"prctl({option}): {os.strerror(err)}")
-    return result
-
-
-@functools.cache
 def python_paths() -> tuple[str, ...]:
     """Directories the worker reads late imports and shared libraries from.
 
@@ -277,7 +258,7 @@ def _clear_environment() -> str:
     os.environ.clear()
     # os.environ is a copy: the interpreter's own snapshot and libc's still hold the values.
     posix.environ.clear()
-    _libc().clearenv()
+    libc.clearenv()
     try:
         with open("/proc/self/stat", "rb") as stat:
             fields = stat.read().rsplit(b")", 1)[1].split()
@@ -306,13 +287,13 @@ class _ParentDeath:
     @classmethod
     def capture(cls) -> _ParentDeath:
         value = ctypes.c_int(0)
-        _prctl(_PR_GET_PDEATHSIG, ctypes.addressof(value))
+        prctl(PR_GET_PDEATHSIG, ctypes.addressof(value))
         return cls(value.value, os.getppid())
 
     def restore(self) -> None:
         """Set the signal again; exit at once if the parent died meanwhile."""
         if self.signum:
-            _prctl(_PR_SET_PDEATHSIG, self.signum)
+            prctl(PR_SET_PDEATHSIG, self.signum)
             if os.getppid() != self.parent:
                 os._exit(1)
 
@@ -454,7 +435,7 @@ def _fork_init(config: SandboxConfig) -> None:
         _supervise(init, lifeline_w, status_r, config.cpu_seconds)
     os.close(lifeline_w)
     os.close(status_r)
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     _check_lifeline(lifeline_r)
     os.close(lifeline_r)
     try:
@@ -490,7 +471,7 @@ def _serve_as_init(program: int, status_w: int) -> NoReturn:
     try:
         _close_fds([status_w])
         # Neither traceable nor readable through /proc by a program of the same uid.
-        _prctl(_PR_SET_DUMPABLE, 0)
+        prctl(PR_SET_DUMPABLE, 0)
         while True:
             pid, status = os.waitpid(-1, 0)
             if pid == program:
@@ -544,7 +525,7 @@ def _supervise(init: int, lifeline_w: int, status_r: int, cpu_seconds: float) ->
 def _capabilities_empty() -> bool:
     header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
     data = (ctypes.c_uint32 * 6)()
-    if _libc().capget(header, data) != 0:
+    if libc.capget(header, data) != 0:
         return False
     effective_permitted = (data[0], data[1], data[3], data[4])
     return not any(effective_permitted)
@@ -559,7 +540,7 @@ def _drop_privileges(namespaces: _Namespaces, report: _Report) -> None:
         dropped = 0
         for cap in range(64):
             try:
-                _prctl(_PR_CAPBSET_DROP, cap)
+                prctl(PR_CAPBSET_DROP, cap)
                 dropped += 1
             except OSError as exc:
                 if exc.errno == errno.EINVAL:
@@ -567,7 +548,7 @@ def _drop_privileges(namespaces: _Namespaces, report: _Report) -> None:
                 raise
         steps.append(f"bounding set emptied ({dropped} caps)")
     with contextlib.suppress(OSError):
-        _prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL)
+        prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
     target: int | None = None
     if namespaces.mapping == "privileged":
         target = _namespaces.SANDBOX_ID
@@ -584,10 +565,10 @@ def _drop_privileges(namespaces: _Namespaces, report: _Report) -> None:
     # setresuid away from root clears the capability sets; zero them explicitly
     # for the self-mapped namespace root, which keeps its uid.
     header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
-    _libc().capset(header, (ctypes.c_uint32 * 6)())
-    _prctl(_PR_SET_NO_NEW_PRIVS, 1)
-    _prctl(_PR_SET_DUMPABLE, 0)
-    no_caps = _capabilities_empty() and _prctl(_PR_GET_NO_NEW_PRIVS) == 1
+    libc.capset(header, (ctypes.c_uint32 * 6)())
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    prctl(PR_SET_DUMPABLE, 0)
+    no_caps = _capabilities_empty() and prctl(PR_GET_NO_NEW_PRIVS) == 1
     # Without CAP_SETPCAP the bounding set cannot shrink; with no_new_privs and
     # exec denied it could never be used either.
     bounding_empty = not is_root or all(_capbset_read(cap) == 0 for cap in range(64))
@@ -599,7 +580,7 @@ def _drop_privileges(namespaces: _Namespaces, report: _Report) -> None:
 
 def _capbset_read(cap: int) -> int:
     try:
-        return _prctl(_PR_CAPBSET_READ, cap)
+        return prctl(PR_CAPBSET_READ, cap)
     except OSError:
         return 0  # EINVAL: no such capability
 

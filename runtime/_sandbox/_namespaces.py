@@ -24,10 +24,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import functools
 import os
 from collections.abc import Iterable
 from typing import Final, NoReturn
+
+from ._libc import PR_SET_DUMPABLE, libc, prctl, syscall
 
 __all__ = [
     "CLONE_NEWIPC",
@@ -76,7 +77,6 @@ _MS_REC: Final = 0x4000
 _MS_PRIVATE: Final = 0x40000
 _MS_RELATIME: Final = 0x200000
 _MNT_DETACH: Final = 0x2
-_PR_SET_DUMPABLE: Final = 4
 # statvfs f_flag bits share their values with the MS_* flags they report.
 _LOCKABLE_FLAGS: Final = (
     _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_NOATIME | _MS_NODIRATIME | _MS_RELATIME
@@ -87,11 +87,6 @@ _SYS_PIVOT_ROOT: Final = {"x86_64": 155, "aarch64": 41}
 _DEVICES: Final = ("/dev/null", "/dev/zero", "/dev/urandom")
 
 
-@functools.cache
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
-
-
 def _check(result: int, what: str) -> None:
     if result != 0:
         err = ctypes.get_errno()
@@ -100,12 +95,12 @@ def _check(result: int, what: str) -> None:
 
 def unshare(flags: int) -> None:
     """``unshare(2)``; raises ``OSError`` with the reason on refusal."""
-    _check(_libc().unshare(ctypes.c_int(flags)), "unshare")
+    _check(libc.unshare(ctypes.c_int(flags)), "unshare")
 
 
 def set_hostname(name: str) -> None:
     data = name.encode()
-    _check(_libc().sethostname(data, ctypes.c_size_t(len(data))), "sethostname")
+    _check(libc.sethostname(data, ctypes.c_size_t(len(data))), "sethostname")
 
 
 def _mount(
@@ -114,7 +109,7 @@ def _mount(
     def enc(value: str | None) -> bytes | None:
         return None if value is None else os.fsencode(value)
 
-    result = _libc().mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data))
+    result = libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data))
     _check(result, f"mount {source!r} on {target!r}")
 
 
@@ -162,7 +157,7 @@ def map_self(uid: int, gid: int) -> None:
     """Map the namespace's root to our own host ids (all an unprivileged user may map)."""
     # A process whose ids changed is not dumpable, which makes its /proc files
     # root's; the sandbox makes it non-dumpable again afterwards.
-    _libc().prctl(ctypes.c_int(_PR_SET_DUMPABLE), ctypes.c_ulong(1), 0, 0, 0)
+    prctl(PR_SET_DUMPABLE, 1)
     _write("/proc/self/setgroups", "deny")
     _write("/proc/self/gid_map", f"0 {gid} 1\n")
     _write("/proc/self/uid_map", f"0 {uid} 1\n")
@@ -206,7 +201,6 @@ def build_private_root(workdir: str, read_only: Iterable[str]) -> list[str]:
     and the devices that were bound are returned. On failure ``OSError`` is
     raised and no mount is left over the work directory.
     """
-    libc = _libc()
     pivot_root = _pivot_root_number()
     opened: list[int] = []
 
@@ -252,7 +246,7 @@ def build_private_root(workdir: str, read_only: Iterable[str]) -> list[str]:
             locked = os.statvfs(target).f_flag & _LOCKABLE_FLAGS & ~_MS_RDONLY
             _mount(None, target, None, flags | locked, None)
             _mount(None, ".", None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
-            _check(libc.syscall(ctypes.c_long(pivot_root), b".", b"."), "pivot_root")
+            _check(syscall(ctypes.c_long(pivot_root), b".", b"."), "pivot_root")
         except BaseException:
             libc.umount2(b".", ctypes.c_int(_MNT_DETACH))
             os.fchdir(work_fd)

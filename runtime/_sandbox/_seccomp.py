@@ -44,6 +44,7 @@ from collections.abc import Iterable, Mapping
 from typing import Final
 
 from .._exceptions import SeccompUnavailableError
+from ._libc import PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, prctl
 
 __all__ = [
     "ALLOWED_ARCH_PRCTL_OPTIONS",
@@ -85,8 +86,6 @@ _AF_UNIX: Final = 1
 _TIOCSTI: Final = 0x5412
 _TIOCLINUX: Final = 0x541C
 
-_PR_SET_NO_NEW_PRIVS: Final = 38
-_PR_SET_SECCOMP: Final = 22
 _SECCOMP_MODE_FILTER: Final = 2
 
 # Syscall numbers that the filter names, per architecture. Calls that an arch
@@ -556,15 +555,12 @@ def install_filter(self_pid: int | None = None) -> int:
     count = len(program) // _SockFilter.size
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(count, ctypes.cast(buffer, ctypes.c_void_p))
-    libc = ctypes.CDLL(None, use_errno=True)
-    prctl = libc.prctl
-    prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong)
-    prctl.restype = ctypes.c_int
-    if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        err = ctypes.get_errno()
-        raise SeccompUnavailableError(err, f"PR_SET_NO_NEW_PRIVS: {os.strerror(err)}")
-    address = ctypes.addressof(fprog)
-    if prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, address, 0, 0) != 0:
-        err = ctypes.get_errno()
-        raise SeccompUnavailableError(err, f"PR_SET_SECCOMP: {os.strerror(err)}")
+    try:
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
+    except OSError as exc:
+        raise SeccompUnavailableError(exc.errno, f"PR_SET_NO_NEW_PRIVS: {exc.strerror}") from None
+    try:
+        prctl(PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
+    except OSError as exc:
+        raise SeccompUnavailableError(exc.errno, f"PR_SET_SECCOMP: {exc.strerror}") from None
     return count

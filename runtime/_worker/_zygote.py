@@ -27,7 +27,6 @@ host reports why (there is no fallback with fewer layers).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import gc
 import importlib
@@ -46,6 +45,7 @@ from typing import Any, NoReturn
 
 import orjson
 
+from .._sandbox._libc import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, prctl
 from ._bootstrap import (
     EXIT_INTERNAL,
     WorkerSettings,
@@ -65,8 +65,6 @@ ZYGOTE_BOOT = (
     "from runtime._worker._zygote import main;main(sys.argv[2])"
 )
 
-_PR_SET_PDEATHSIG = 1
-_PR_SET_CHILD_SUBREAPER = 36
 _REQUEST_BYTES = 1 << 16
 
 
@@ -92,7 +90,6 @@ class _ForkServer:
         self.requests: dict[int, int] = {}
         self.pid = os.getpid()
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self.libc = ctypes.CDLL(None, use_errno=True)
         self.namespaces = importlib.import_module("runtime._sandbox._namespaces")
         # Workers waiting for their id maps: the pipe each asks on -> (pid, answer pipe).
         self.mapping: dict[int, tuple[int, int]] = {}
@@ -260,8 +257,7 @@ class _ForkServer:
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             # (enter_sandbox sets it again after each credential change.)
-            if self.libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-                os._exit(EXIT_INTERNAL)
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             if os.getppid() != self.pid:
                 os._exit(EXIT_INTERNAL)  # the zygote died before the death signal was set
             null = os.open(os.devnull, os.O_RDWR)
@@ -383,8 +379,7 @@ def main(options_json: str) -> NoReturn:
         # for every fork instead of each worker re-reading /proc/self/maps.
         sandbox.python_paths()
         # Workers' orphans (the inits of killed workers' namespaces) come back here.
-        if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "PR_SET_CHILD_SUBREAPER refused")
+        prctl(PR_SET_CHILD_SUBREAPER, 1)
     except BaseException as exc:  # whatever it is, the host must hear of it
         _refuse_to_start(ctl, exc)
     # Everything the worker may import is loaded now: later imports (the

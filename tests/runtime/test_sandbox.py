@@ -36,7 +36,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime._sandbox import _landlock, _namespaces, _seccomp
+from runtime._sandbox import _landlock, _libc, _namespaces, _seccomp
 from runtime._sandbox._layers import (
     PROTECTS,
     LayerStatus,
@@ -207,6 +207,21 @@ def machine() -> dict[str, LayerStatus]:
 
 
 # --------------------------------------------------------------------------- reporting
+
+
+def test_prctl_is_one_checked_wrapper() -> None:
+    # Every layer and the zygote call prctl through _libc: a refusal raises, never
+    # returns -1 to a caller that forgot to look.
+    assert _libc.prctl(_libc.PR_GET_NO_NEW_PRIVS) in (0, 1)
+    with pytest.raises(OSError) as info:
+        _libc.prctl(_libc.PR_CAPBSET_READ, 10_000)  # no such capability
+    assert info.value.errno == errno.EINVAL
+    assert f"prctl({_libc.PR_CAPBSET_READ})" in str(info.value)
+    sandbox = Path(_libc.__file__).parent
+    worker = sandbox.parent / "_worker"
+    for path in [*sandbox.glob("*.py"), *worker.glob("*.py")]:
+        if path.name != "_libc.py":
+            assert "CDLL(" not in path.read_text(encoding="utf-8"), path
 
 
 def test_every_layer_is_reported_in_order(workdir: str) -> None:
