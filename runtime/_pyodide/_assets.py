@@ -12,6 +12,7 @@ import importlib
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,7 @@ __all__ = [
     "locate_pyodide",
     "pyodide_status",
     "snapshot_path",
+    "worker_command",
 ]
 
 #: The pinned npm ``pyodide`` release and its registry integrity (SRI, sha512).
@@ -397,6 +399,33 @@ def find_deno() -> Path | None:
         pass
     found = shutil.which("deno")
     return Path(found) if found else None
+
+
+def worker_command(
+    deno: Path, assets: Path, mode: str, *args: str, v8_flags: Sequence[str] = ()
+) -> list[str]:
+    """The ``deno run`` command line of ``worker.js``: the Pyodide sandbox boundary.
+
+    Every Deno process of this backend starts from it (a worker in ``serve`` mode,
+    the installer's ``snapshot`` build), so the permissions cannot drift apart:
+    ``--no-prompt`` and no ``--allow-*`` flag but ``--allow-read`` of the assets,
+    ``worker/`` and the shared ``_program.py`` — net, run, env, write, ffi, sys and
+    remote or npm imports stay denied — and no config file, lock file, npm or
+    remote module. ``v8_flags`` (limits) go to V8; ``args`` follow the mode.
+    """
+    command = [
+        str(deno),
+        "run",
+        "--no-prompt",
+        "--no-config",
+        "--no-lock",
+        "--no-npm",
+        "--no-remote",
+        f"--allow-read={assets},{WORKER_DIR},{PROGRAM_MODULE}",
+    ]
+    if v8_flags:
+        command.append(f"--v8-flags={','.join(v8_flags)}")
+    return [*command, str(WORKER_DIR / "worker.js"), mode, str(assets), *args]
 
 
 def _assets_complete(assets: Path) -> bool:

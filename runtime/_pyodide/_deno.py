@@ -1,8 +1,9 @@
 """One Deno process running one Pyodide instance: spawn, limits, status, kill.
 
-The command line is the sandbox: ``--no-prompt`` and no ``--allow-*`` flag but
-``--allow-read`` of the Pyodide assets, ``runtime/_pyodide/worker/`` and ``runtime/_worker/_program.py``
-(the shared program semantics), so every other
+The command line is the sandbox (built by ``_assets.worker_command``, which the
+installer uses too): ``--no-prompt`` and no ``--allow-*`` flag but
+``--allow-read`` of the Pyodide assets, ``runtime/_pyodide/worker/`` and
+``runtime/_worker/_program.py`` (the shared program semantics), so every other
 Deno capability (net, run, env, write, ffi, sys, imports) is denied; V8 flags
 cap the JS heap and the wasm memory and forbid code generation from strings.
 The process gets its own session (its group is killed as one), an almost empty
@@ -42,7 +43,7 @@ from pathlib import Path
 import anyio
 
 from .._host._pool import ExitStatus, Worker
-from ._assets import PROGRAM_MODULE, WORKER_DIR, PyodideInstall
+from ._assets import PyodideInstall, worker_command
 
 __all__ = ["HOME_PREFIX", "DenoWorker", "WorkerProfile", "deno_command", "make_home"]
 
@@ -93,30 +94,14 @@ class WorkerProfile:
 
 def deno_command(install: PyodideInstall, profile: WorkerProfile) -> list[str]:
     """The locked-down ``deno run`` command line of one worker."""
-    v8_flags = ",".join(
-        (
-            f"--max-old-space-size={profile.heap_mib}",
-            f"--wasm-max-mem-pages={profile.wasm_bytes // _WASM_PAGE}",
-            "--disallow-code-generation-from-strings",
-        )
+    v8_flags = (
+        f"--max-old-space-size={profile.heap_mib}",
+        f"--wasm-max-mem-pages={profile.wasm_bytes // _WASM_PAGE}",
+        "--disallow-code-generation-from-strings",
     )
-    command = [
-        str(install.deno),
-        "run",
-        "--no-prompt",
-        "--no-config",
-        "--no-lock",
-        "--no-npm",
-        "--no-remote",
-        f"--allow-read={install.assets},{WORKER_DIR},{PROGRAM_MODULE}",
-        f"--v8-flags={v8_flags}",
-        str(WORKER_DIR / "worker.js"),
-        "serve" if profile.lockdown else "serve-unlocked",
-        str(install.assets),
-    ]
-    if install.snapshot is not None:
-        command.append(str(install.snapshot))
-    return command
+    snapshot = () if install.snapshot is None else (str(install.snapshot),)
+    mode = "serve" if profile.lockdown else "serve-unlocked"
+    return worker_command(install.deno, install.assets, mode, *snapshot, v8_flags=v8_flags)
 
 
 def make_home(install: PyodideInstall) -> Path:

@@ -31,16 +31,15 @@ from .._exceptions import InstallError, PyodideNotInstalledError
 from ._assets import (
     ASSET_FILES,
     LOADER_FILES,
-    PROGRAM_MODULE,
     PYODIDE_INTEGRITY,
     PYODIDE_VERSION,
-    WORKER_DIR,
     asset_dir,
     cache_root,
     find_deno,
     loaders_current,
     patch_loader,
     snapshot_path,
+    worker_command,
 )
 
 __all__ = ["InstallError", "install_pyodide", "main"]
@@ -201,19 +200,7 @@ def build_snapshot(deno: Path, assets: Path, deno_dir: Path) -> Path:
     """Run the worker in snapshot mode and store its memory snapshot atomically."""
     target = snapshot_path(assets)
     deno_dir.mkdir(parents=True, exist_ok=True)
-    command = [
-        str(deno),
-        "run",
-        "--no-prompt",
-        "--no-config",
-        "--no-lock",
-        "--no-npm",
-        "--no-remote",
-        f"--allow-read={assets},{WORKER_DIR},{PROGRAM_MODULE}",
-        str(WORKER_DIR / "worker.js"),
-        "snapshot",
-        str(assets),
-    ]
+    command = worker_command(deno, assets, "snapshot")
     env = {"DENO_DIR": str(deno_dir), "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"}
     with tempfile.NamedTemporaryFile(dir=assets, prefix=".snapshot-", delete=False) as out:
         partial = Path(out.name)

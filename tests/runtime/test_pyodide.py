@@ -29,7 +29,9 @@ from runtime._pyodide._assets import (
     ASSET_FILES,
     INSTALL_COMMAND,
     LOADER_FILES,
+    PROGRAM_MODULE,
     PYODIDE_VERSION,
+    WORKER_DIR,
     PyodideNotInstalledError,
     asset_dir,
     cache_root,
@@ -433,6 +435,39 @@ def test_the_deno_command_grants_nothing_but_reading_the_assets(tmp_path: Path) 
     assert "--disallow-code-generation-from-strings" in v8
     assert "--wasm-max-mem-pages=8192" in v8
     assert command[-1].endswith("snapshot-x.bin")
+
+
+def test_the_snapshot_build_runs_under_the_same_permissions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The installer's Deno (it runs worker.js to take the snapshot) and every worker
+    # get their command line from one function: the sandbox boundary cannot drift.
+    from runtime._pyodide._assets import PyodideInstall
+
+    seen: list[list[str]] = []
+
+    def run(command: list[str], **kwargs: Any) -> Any:
+        seen.append(command)
+        raise OSError("not run in this test")
+
+    monkeypatch.setattr(install_module.subprocess, "run", run)
+    with pytest.raises(install_module.InstallError):
+        install_module.build_snapshot(Path("/opt/deno"), tmp_path, tmp_path / "deno")
+    install = PyodideInstall(
+        deno=Path("/opt/deno"), assets=tmp_path, snapshot=None, deno_dir=tmp_path / "deno"
+    )
+    worker = deno_command(install, WorkerProfile.for_limits(512 * MiB, 8 * MiB))
+
+    def flags(command: list[str]) -> list[str]:
+        return [arg for arg in command if arg.startswith("-") and not arg.startswith("--v8")]
+
+    (snapshot,) = seen
+    assert flags(snapshot) == flags(worker)
+    assert "--no-prompt" in flags(snapshot)
+    assert [arg for arg in flags(snapshot) if arg.startswith("--allow")] == [
+        f"--allow-read={tmp_path},{WORKER_DIR},{PROGRAM_MODULE}"
+    ]
+    assert snapshot[snapshot.index(str(WORKER_DIR / "worker.js")) + 1] == "snapshot"
 
 
 def test_each_worker_gets_a_home_of_its_own(tmp_path: Path) -> None:
