@@ -10,7 +10,7 @@ import anyio
 import anyio.lowlevel
 
 from .._exceptions import ChannelClosed
-from .._worker._protocol import FrameDecoder
+from .._worker._protocol import REPLY_SPIN, REPLY_SPIN_SKIP, FrameDecoder
 
 __all__ = ["ChannelClosed", "FrameChannel"]
 
@@ -19,12 +19,6 @@ _MAX_RECV = 1 << 20
 # Frames already buffered are handed out without touching the event loop; give
 # it (and cancellation) a turn every so many so a flooding worker cannot starve it.
 _FRAMES_PER_CHECKPOINT = 64
-# After a write (an answer, most often), how long (seconds) a read that finds the
-# socket empty polls it, a loop turn apart, before it waits for the event loop
-# to say it is readable: see :meth:`FrameChannel.receive`.
-_REPLY_SPIN = 100e-6
-# Reads after a poll that came to nothing that wait without one.
-_REPLY_SPIN_SKIP = 8
 _clock = time.perf_counter
 
 
@@ -125,7 +119,7 @@ class FrameChannel:
         if self._skip:
             self._skip -= 1
             return None
-        end = self._sent_at + _REPLY_SPIN
+        end = self._sent_at + REPLY_SPIN
         clock = _clock
         sock = self._sock
         polled = False
@@ -139,7 +133,7 @@ class FrameChannel:
             except OSError:
                 return b""
         if polled:
-            self._skip = _REPLY_SPIN_SKIP
+            self._skip = REPLY_SPIN_SKIP
         return None
 
     def send_nowait(self, *frames: bytes | memoryview) -> None:

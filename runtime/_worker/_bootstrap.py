@@ -50,7 +50,14 @@ from ._program import (
     syntax_message,
 )
 from ._program import format_program_exception as _format_exception
-from ._protocol import FrameDecoder, NotJsonError, check_json, encode_frame
+from ._protocol import (
+    REPLY_SPIN,
+    REPLY_SPIN_SKIP,
+    FrameDecoder,
+    NotJsonError,
+    check_json,
+    encode_frame,
+)
 
 __all__ = [
     "EXIT_HOST_GONE",
@@ -81,12 +88,6 @@ _MIN_RECV = 1 << 16
 _MAX_RECV = 1 << 20
 # Failure messages are for a model to read: longer ones keep their head and tail.
 _MAX_MESSAGE_CHARS = 32_768
-#: After sending a tool call, how long (seconds) the worker polls for the answer
-#: before it sleeps in the kernel (see :class:`ReplySelector`).
-REPLY_SPIN = 100e-6
-#: Calls after a poll that came to nothing that wait without one (a slow tool
-#: would otherwise cost a poll on every call).
-REPLY_SPIN_SKIP = 8
 _clock = time.perf_counter
 
 _INTERNAL_DIRS = (

@@ -52,6 +52,8 @@ from ._program import MAX_FRAME_BRACKETS, MAX_JSON_DEPTH, NotJsonError, check_js
 __all__ = [
     "HEADER",
     "MAX_JSON_DEPTH",
+    "REPLY_SPIN",
+    "REPLY_SPIN_SKIP",
     "WORKER_ERROR_KINDS",
     "CallFrame",
     "DoneFrame",
@@ -69,6 +71,15 @@ __all__ = [
 ]
 
 HEADER: Final = struct.Struct(">I")
+
+#: After sending a frame that expects a reply (a tool call from the worker, an
+#: answer from the host), how long (seconds) its sender polls for the next frame,
+#: a loop turn apart, before it sleeps in the kernel: a fast tool's answer is
+#: picked up without a wake-up (the round trip of bench_runtime.py). Both ends use it.
+REPLY_SPIN: Final = 100e-6
+#: Waits after a poll that came to nothing that sleep without one (a slow tool
+#: would otherwise cost a poll on every call).
+REPLY_SPIN_SKIP: Final = 8
 
 #: Failure kinds a worker may report: what the program did ("sandbox" only
 #: instead of "ready"). Kinds that mean a limit was hit are the host's alone.

@@ -208,7 +208,7 @@ async def test_an_answer_right_after_a_write_is_read_by_polling(
     monkeypatch: pytest.MonkeyPatch, pair: tuple[socket.socket, socket.socket]
 ) -> None:
     ours, theirs = pair
-    monkeypatch.setattr(_channel, "_REPLY_SPIN", 60.0)  # no clock in the way
+    monkeypatch.setattr(_channel, "REPLY_SPIN", 60.0)  # no clock in the way
     waits = _count_waits(monkeypatch)
     channel = FrameChannel(ours, 1 << 20)
     await channel.send(_frame(b"answer"))
@@ -225,7 +225,7 @@ async def test_a_read_long_after_the_last_write_waits_for_the_loop(
     monkeypatch: pytest.MonkeyPatch, pair: tuple[socket.socket, socket.socket]
 ) -> None:
     ours, theirs = pair
-    monkeypatch.setattr(_channel, "_REPLY_SPIN", 0.0)
+    monkeypatch.setattr(_channel, "REPLY_SPIN", 0.0)
     waits = _count_waits(monkeypatch)
     channel = FrameChannel(ours, 1 << 20)
     await channel.send(_frame(b"answer"))
@@ -240,7 +240,7 @@ async def test_the_worker_leaving_while_the_host_polls_is_seen(
     monkeypatch: pytest.MonkeyPatch, pair: tuple[socket.socket, socket.socket]
 ) -> None:
     ours, theirs = pair
-    monkeypatch.setattr(_channel, "_REPLY_SPIN", 60.0)
+    monkeypatch.setattr(_channel, "REPLY_SPIN", 60.0)
     channel = FrameChannel(ours, 1 << 20)
     await channel.send(_frame(b"answer"))
 
@@ -260,7 +260,7 @@ async def test_a_polling_read_can_be_cancelled_and_loses_nothing(
     monkeypatch: pytest.MonkeyPatch, pair: tuple[socket.socket, socket.socket]
 ) -> None:
     ours, theirs = pair
-    monkeypatch.setattr(_channel, "_REPLY_SPIN", 60.0)
+    monkeypatch.setattr(_channel, "REPLY_SPIN", 60.0)
     channel = FrameChannel(ours, 1 << 20)
     await channel.send(_frame(b"answer"))
     with anyio.CancelScope() as scope:
@@ -301,6 +301,6 @@ async def test_after_a_read_that_polled_in_vain_the_next_reads_do_not_poll(
         return round((clock.now - before) / clock.step)
 
     assert await exchange() > 2  # polled for the window, then waited
-    for _ in range(_channel._REPLY_SPIN_SKIP):
+    for _ in range(_channel.REPLY_SPIN_SKIP):
         assert await exchange() == 0  # waited at once
     assert await exchange() > 2
