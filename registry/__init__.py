@@ -38,6 +38,10 @@ from ._exceptions import (
 from ._exceptions import (
     UNKNOWN_TOOL as UNKNOWN_TOOL,
 )
+from ._exceptions import McpCallError as McpCallError
+from ._exceptions import McpConfigError as McpConfigError
+from ._exceptions import McpConnectionError as McpConnectionError
+from ._exceptions import NotJsonError as NotJsonError
 from ._exceptions import RegistrationError as RegistrationError
 from ._exceptions import RegistryError as RegistryError
 from ._exceptions import RestrictionError as RestrictionError
@@ -46,7 +50,6 @@ from ._exceptions import ToolError as ToolError
 from ._exceptions import ToolOutputError as ToolOutputError
 from ._exceptions import UnknownScopeError as UnknownScopeError
 from ._json import JsonValue as JsonValue
-from ._json import NotJsonError as NotJsonError
 from ._json import dumps_pretty as dumps_pretty
 from ._json import snapshot_json as snapshot_json
 from ._mcp import MCP_CONNECTION_CLOSED as MCP_CONNECTION_CLOSED
@@ -55,10 +58,7 @@ from ._mcp import MCP_PROTOCOL_ERROR as MCP_PROTOCOL_ERROR
 from ._mcp import MCP_TIMEOUT as MCP_TIMEOUT
 from ._mcp import MCP_TOOL_ERROR as MCP_TOOL_ERROR
 from ._mcp import HttpServer as HttpServer
-from ._mcp import McpCallError as McpCallError
-from ._mcp import McpConfigError as McpConfigError
 from ._mcp import McpConnection as McpConnection
-from ._mcp import McpConnectionError as McpConnectionError
 from ._mcp import McpServers as McpServers
 from ._mcp import ServerSpec as ServerSpec
 from ._mcp import StdioServer as StdioServer

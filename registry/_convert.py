@@ -16,7 +16,7 @@ import datetime as dt
 import re
 import typing
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import PurePath
 from typing import Any, Literal, TypeAlias, get_args, get_origin
@@ -33,40 +33,15 @@ from ._annotations import (
     scalar,
     strip,
 )
+from ._exceptions import ConversionError, ValuePath
 
 __all__ = ["ConversionError", "Convert", "converter"]
 
 Convert: TypeAlias = Callable[[Any], Any]
-Path: TypeAlias = tuple[str | int, ...]
+Path: TypeAlias = ValuePath
 
-_MAX_LISTED = 5
 _DECIMAL = re.compile(DECIMAL_PATTERN)
 _RECORD_ERRORS = (ValueError, TypeError, AssertionError)
-
-
-class ConversionError(Exception):
-    """Values that cannot be converted; each issue's path is relative to where it was raised."""
-
-    def __init__(self, message: str = "", *, issues: Sequence[tuple[Path, str]] = ()) -> None:
-        self.issues: list[tuple[Path, str]] = list(issues) or [((), message)]
-        super().__init__(self.issues[0][1])
-
-    def inside(self, key: str | int) -> ConversionError:
-        """The same error, one level deeper (under ``key``)."""
-        self.issues = [((key, *path), message) for path, message in self.issues]
-        return self
-
-    def describe(self) -> str:
-        """``message (at $.a[0].b)``, for each issue (the first few)."""
-        shown = [f"{message} (at ${_where(path)})" for path, message in self.issues[:_MAX_LISTED]]
-        more = len(self.issues) - _MAX_LISTED
-        if more > 0:
-            shown.append(f"and {more} more")
-        return "; ".join(shown)
-
-
-def _where(path: Path) -> str:
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
 
 
 def _show(value: object) -> str:

@@ -1,16 +1,27 @@
-"""Errors of the registry.
+"""Every error of the registry, in one tree.
 
-Two families, kept apart on purpose::
+Two families, kept apart on purpose, and the errors of values and MCP servers::
 
-    ToolError                 raised by a tool body: an expected failure, becomes data
-    ├── ToolArgsError         INVALID_ARGS
-    ├── ToolOutputError       INVALID_TOOL_OUTPUT
-    └── (your subclasses)     with their own stable ``code``
+    ToolError                    raised by a tool body: an expected failure, becomes data
+    ├── ToolArgsError            INVALID_ARGS
+    ├── ToolOutputError          INVALID_TOOL_OUTPUT
+    ├── McpCallError             an MCP tool's call failed (MCP_TOOL_ERROR, MCP_TIMEOUT, ...)
+    └── (your subclasses)        with their own stable ``code``
 
-    RegistryError (ValueError)   raised to the caller: misuse of the registry itself
-    ├── RegistrationError        a bad definition or a duplicate/reserved name
-    ├── RestrictionError         a bad scope, restriction or filter
-    └── UnknownScopeError        a scope read (also a LookupError) that was never declared
+    ValueError
+    ├── RegistryError            raised to the caller: misuse of the registry itself
+    │   ├── RegistrationError    a bad definition or a duplicate/reserved name
+    │   ├── RestrictionError     a bad scope, restriction or filter
+    │   └── UnknownScopeError    a scope read (also a LookupError) that was never declared
+    ├── NotJsonError             snapshot_json(): a value is not lossless JSON (with its path)
+    └── McpConfigError           load_mcp_config(): an ``mcpServers`` document is malformed
+
+    ConnectionError
+    └── McpConnectionError       connect_mcp(): a server cannot be started, reached or initialised
+
+    ConversionError              internal: a typed tool's argument or result has no
+                                 Python or JSON form; the tool's ``execute`` translates
+                                 it into ToolArgsError or ToolOutputError
 
 A tool's failure never raises out of :meth:`ToolRegistry.execute`; it becomes a
 :class:`ToolFailure`. A misuse of the registry raises at the call site.
@@ -19,8 +30,8 @@ A tool's failure never raises out of :meth:`ToolRegistry.execute`; it becomes a
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
-from typing import ClassVar
+from collections.abc import Iterable, Sequence
+from typing import ClassVar, TypeAlias
 
 __all__ = [
     "ABORTED",
@@ -33,6 +44,11 @@ __all__ = [
     "TOOL_DENIED",
     "TOOL_TIMEOUT",
     "UNKNOWN_TOOL",
+    "ConversionError",
+    "McpCallError",
+    "McpConfigError",
+    "McpConnectionError",
+    "NotJsonError",
     "RegistrationError",
     "RegistryError",
     "RestrictionError",
@@ -119,3 +135,69 @@ class UnknownScopeError(RegistryError, LookupError):
         else:
             hint = "; no scopes are declared (add_scope() declares one)"
         super().__init__(f"unknown scope {scope!r}{hint}")
+
+
+class NotJsonError(ValueError):
+    """A value is not lossless JSON.
+
+    Attributes:
+        path: JSON-pointer-like location of the offending value (``$`` is the root).
+        problem: what is wrong there.
+    """
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{problem} at {path}")
+
+
+class McpCallError(ToolError):
+    """A call of an MCP tool failed; ``code`` says how (``MCP_TOOL_ERROR``, ``MCP_TIMEOUT``, ...)."""
+
+
+class McpConfigError(ValueError):
+    """An ``mcpServers`` document (or one server's entry) is malformed."""
+
+
+class McpConnectionError(ConnectionError):
+    """A server could not be started, reached or initialised.
+
+    Attributes:
+        server: the server's name (its key in the configuration).
+        reason: what went wrong, in one sentence (with the end of its stderr).
+    """
+
+    def __init__(self, server: str, reason: str) -> None:
+        self.server = server
+        self.reason = reason
+        super().__init__(f"MCP server {server!r}: {reason}")
+
+
+#: Where a value sits inside an argument or result: keys and indexes from its root.
+ValuePath: TypeAlias = tuple[str | int, ...]
+_MAX_LISTED = 5
+
+
+class ConversionError(Exception):
+    """Values that cannot be converted; each issue's path is relative to where it was raised."""
+
+    def __init__(self, message: str = "", *, issues: Sequence[tuple[ValuePath, str]] = ()) -> None:
+        self.issues: list[tuple[ValuePath, str]] = list(issues) or [((), message)]
+        super().__init__(self.issues[0][1])
+
+    def inside(self, key: str | int) -> ConversionError:
+        """The same error, one level deeper (under ``key``)."""
+        self.issues = [((key, *path), message) for path, message in self.issues]
+        return self
+
+    def describe(self) -> str:
+        """``message (at $.a[0].b)``, for each issue (the first few)."""
+        shown = [f"{message} (at ${_where(path)})" for path, message in self.issues[:_MAX_LISTED]]
+        more = len(self.issues) - _MAX_LISTED
+        if more > 0:
+            shown.append(f"and {more} more")
+        return "; ".join(shown)
+
+
+def _where(path: ValuePath) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)

@@ -14,6 +14,8 @@ from typing import Any, TypeAlias
 
 import orjson
 
+from ._exceptions import NotJsonError
+
 __all__ = [
     "MAX_DEPTH",
     "JsonValue",
@@ -29,20 +31,6 @@ JsonValue: TypeAlias = "dict[str, JsonValue] | list[JsonValue] | str | int | flo
 MAX_DEPTH = 255
 _INT_MIN = -(2**63)
 _INT_MAX = 2**64 - 1
-
-
-class NotJsonError(ValueError):
-    """A value is not lossless JSON.
-
-    Attributes:
-        path: JSON-pointer-like location of the offending value (``$`` is the root).
-        problem: what is wrong there.
-    """
-
-    def __init__(self, path: str, problem: str) -> None:
-        self.path = path
-        self.problem = problem
-        super().__init__(f"{problem} at {path}")
 
 
 _STRICT = (

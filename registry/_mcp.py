@@ -43,7 +43,13 @@ from typing import TYPE_CHECKING, Any, Final, TextIO, TypeAlias, cast
 import anyio
 import orjson
 
-from ._exceptions import RegistrationError, ToolError, ToolOutputError
+from ._exceptions import (
+    McpCallError,
+    McpConfigError,
+    McpConnectionError,
+    RegistrationError,
+    ToolOutputError,
+)
 from ._types import (
     ContentBlock,
     ToolAnnotations,
@@ -136,28 +142,6 @@ class HttpServer:
 
 
 ServerSpec: TypeAlias = StdioServer | HttpServer
-
-
-class McpCallError(ToolError):
-    """A call of an MCP tool failed; ``code`` says how (``MCP_TOOL_ERROR``, ``MCP_TIMEOUT``, ...)."""
-
-
-class McpConfigError(ValueError):
-    """An ``mcpServers`` document (or one server's entry) is malformed."""
-
-
-class McpConnectionError(ConnectionError):
-    """A server could not be started, reached or initialised.
-
-    Attributes:
-        server: the server's name (its key in the configuration).
-        reason: what went wrong, in one sentence (with the end of its stderr).
-    """
-
-    def __init__(self, server: str, reason: str) -> None:
-        self.server = server
-        self.reason = reason
-        super().__init__(f"MCP server {server!r}: {reason}")
 
 
 def load_mcp_config(
