@@ -1,7 +1,15 @@
 """Isolated workers that run a model-written program: the :class:`Runtime` backends.
 
-``runtime`` imports nothing of ``registry``, ``sdkgen`` or ``ptc``.
+``runtime`` imports nothing of ``registry``, ``sdkgen`` or ``ptc``. The Pyodide
+backend and its installer load on first use (``runtime.PyodideRuntime``,
+``from runtime import install_pyodide``): a subprocess run, the common case,
+does not pay for their imports.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from ._backends import get_runtime as get_runtime
 from ._base import CallTool as CallTool
@@ -14,17 +22,26 @@ from ._base import RunOutcome as RunOutcome
 from ._base import Runtime as Runtime
 from ._base import ToolAnswer as ToolAnswer
 from ._base import ToolNames as ToolNames
+from ._exceptions import InstallError as InstallError
 from ._exceptions import RuntimeBackendError as RuntimeBackendError
 from ._exceptions import RuntimeClosedError as RuntimeClosedError
 from ._exceptions import RuntimeUnavailableError as RuntimeUnavailableError
 from ._exceptions import WorkerStartError as WorkerStartError
-from ._pyodide._assets import pyodide_status as pyodide_status
-from ._pyodide._install import InstallError as InstallError
-from ._pyodide._install import install_pyodide as install_pyodide
-from ._pyodide._runtime import PyodideRuntime as PyodideRuntime
 from ._sandbox._layers import LayerStatus as LayerStatus
 from ._sandbox._layers import probe_layers as probe_layers
 from ._subprocess import SubprocessRuntime as SubprocessRuntime
+
+if TYPE_CHECKING:
+    from ._pyodide._assets import pyodide_status as pyodide_status
+    from ._pyodide._install import install_pyodide as install_pyodide
+    from ._pyodide._runtime import PyodideRuntime as PyodideRuntime
+
+#: Public name -> the module that defines it, imported on first access.
+_LAZY = {
+    "PyodideRuntime": "._pyodide._runtime",
+    "install_pyodide": "._pyodide._install",
+    "pyodide_status": "._pyodide._assets",
+}
 
 __all__ = [
     "CallTool",
@@ -50,3 +67,17 @@ __all__ = [
     "probe_layers",
     "pyodide_status",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a lazily loaded public name (the Pyodide backend) on first access."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later accesses skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
