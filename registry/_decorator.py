@@ -60,7 +60,6 @@ from typing import (
 )
 
 import anyio.to_thread
-import jsonschema
 
 from ._annotations import (
     ARRAYS,
@@ -79,6 +78,7 @@ from ._annotations import (
 from ._convert import ConversionError, Convert, converter
 from ._docstring import Docstring, parse_docstring
 from ._exceptions import RegistrationError, ToolArgsError, ToolOutputError
+from ._fastcheck import compile_fast_check
 from ._json import NotJsonError, snapshot_json
 from ._types import (
     RenderFn,
@@ -315,6 +315,11 @@ def _json_default(value: object, encode: Convert | None) -> object:
 def _accepts(schema: dict[str, Any], defs: dict[str, Any], value: object) -> bool:
     # A default that breaks its own schema (``x: int = None``) would mislead the model.
     root = {**schema, "$defs": defs} if defs else schema
+    fast = compile_fast_check(root)
+    if fast is not None and fast(value):
+        return True  # without loading jsonschema, as registration does for plain schemas
+    import jsonschema
+
     return bool(jsonschema.Draft202012Validator(root).is_valid(value))
 
 

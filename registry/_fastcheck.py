@@ -2,8 +2,8 @@
 
 Validation is owned by ``jsonschema``. This module only *compiles* a schema
 made of a small, fully understood keyword set (``type``, ``properties``,
-``required``, ``items``, ``enum``, ``const``, ``additionalProperties`` and pure
-annotations) into a predicate that answers "certainly valid". Anything else —
+``required``, ``items``, ``enum``, ``const``, ``additionalProperties``, ``anyOf``
+and pure annotations) into a predicate that answers "certainly valid". Anything else —
 an unknown keyword, a failing value — goes to ``jsonschema``, which decides and
 explains. A differential property test holds the two together.
 """
@@ -52,6 +52,7 @@ _HANDLED = _ANNOTATIONS | {
     "enum",
     "const",
     "additionalProperties",
+    "anyOf",
 }
 
 
@@ -116,6 +117,17 @@ def compile_fast_check(schema: object, depth: int = 0) -> Check | None:
         if item is None:
             return None
         checks.append(lambda v: type(v) is not list or all(item(x) for x in v))
+    if "anyOf" in schema:
+        branches = schema["anyOf"]
+        if not isinstance(branches, list) or not branches:
+            return None
+        # A value one branch certainly accepts satisfies ``anyOf``; a branch
+        # outside the subset never vouches for anything (jsonschema decides).
+        compiled = [compile_fast_check(branch, depth + 1) for branch in branches]
+        vouching = [check for check in compiled if check is not None]
+        if not vouching:
+            return None
+        checks.append(lambda v: any(check(v) for check in vouching))
     if not checks:
         return lambda v: True
     if len(checks) == 1:

@@ -6,19 +6,20 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import jsonschema
-import referencing.exceptions
-import referencing.jsonschema
-from jsonschema import exceptions as js_exceptions
-from jsonschema.protocols import Validator
-from jsonschema_specifications import REGISTRY as SPECIFICATIONS  # type: ignore[import-untyped]
+from typing import TYPE_CHECKING, Any
 
 from ._exceptions import RegistrationError
 from ._fastcheck import Check, compile_fast_check
 from ._json import NotJsonError, snapshot_json
+from ._metaschema import plainly_valid
 from ._types import ToolAnnotations, ToolDefinition
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+
+# ``jsonschema`` (and ``referencing``) load only when a schema or a value needs
+# them: a plain schema is proven valid by ``_metaschema`` and most values pass
+# the fast check, so a tool set registers and runs without paying their import.
 
 __all__ = ["CompiledTool", "compile_definition", "describe_violation", "validate_name"]
 
@@ -27,12 +28,30 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _MAX_NAME = 128
 
 
-@dataclass(frozen=True, slots=True)
 class CompiledSchema:
-    """A JSON Schema compiled once: the ``jsonschema`` validator and a fast pre-check."""
+    """A JSON Schema compiled once: a fast pre-check, and the ``jsonschema`` validator.
 
-    validator: Validator
-    fast: Check | None
+    The validator is built the first time a value needs it.
+    """
+
+    __slots__ = ("_validator", "fast", "schema")
+
+    def __init__(self, schema: Any, fast: Check | None, validator: Validator | None = None) -> None:
+        self.schema = schema
+        self.fast = fast
+        self._validator = validator
+
+    @property
+    def validator(self) -> Validator:
+        """The ``jsonschema`` validator of :attr:`schema` (draft 2020-12 unless it says)."""
+        if self._validator is None:
+            import jsonschema
+
+            cls = jsonschema.validators.validator_for(
+                self.schema, default=jsonschema.Draft202012Validator
+            )
+            self._validator = cls(self.schema)
+        return self._validator
 
     def is_valid(self, instance: Any) -> bool:
         if self.fast is not None and self.fast(instance):
@@ -41,10 +60,6 @@ class CompiledSchema:
             return bool(self.validator.is_valid(instance))
         except Exception:  # an unevaluable schema never validates anything
             return False
-
-    @property
-    def schema(self) -> Any:
-        return self.validator.schema
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,10 +102,14 @@ def _compile_schema(name: str, what: str, schema: object) -> CompiledSchema:
         plain = snapshot_json(dict(schema))
     except NotJsonError as exc:
         raise RegistrationError(name, f"the {what} schema is not lossless JSON: {exc}") from exc
+    if plainly_valid(plain):
+        return CompiledSchema(plain, compile_fast_check(plain))
+    import jsonschema
+
     cls = jsonschema.validators.validator_for(plain, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(plain)
-    except js_exceptions.SchemaError as exc:
+    except jsonschema.exceptions.SchemaError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
         raise RegistrationError(
             name, f"the {what} schema is invalid at {where}: {exc.message}"
@@ -99,12 +118,15 @@ def _compile_schema(name: str, what: str, schema: object) -> CompiledSchema:
     if unresolved is not None:
         # jsonschema resolves ``$ref`` lazily and would raise at call time instead.
         raise RegistrationError(name, f"the {what} schema has an unresolvable $ref {unresolved!r}")
-    validator: Validator = cls(plain)
-    return CompiledSchema(validator=validator, fast=compile_fast_check(plain))
+    return CompiledSchema(plain, compile_fast_check(plain), cls(plain))
 
 
 def _unresolvable_ref(schema: Any) -> str | None:
     """The first ``$ref`` that jsonschema could not resolve (no remote retrieval), if any."""
+    import referencing.exceptions
+    import referencing.jsonschema
+    from jsonschema_specifications import REGISTRY as SPECIFICATIONS  # type: ignore[import-untyped]
+
     dialect = schema.get("$schema", "") if isinstance(schema, dict) else ""
     specification = referencing.jsonschema.specification_with(
         dialect, default=referencing.jsonschema.DRAFT202012
@@ -176,8 +198,10 @@ def describe_violation(compiled: CompiledSchema, instance: Any) -> str | None:
     """``None`` when ``instance`` is valid, else one precise sentence about the worst error."""
     if compiled.fast is not None and compiled.fast(instance):
         return None
+    from jsonschema.exceptions import best_match
+
     try:
-        error = js_exceptions.best_match(compiled.validator.iter_errors(instance))
+        error = best_match(compiled.validator.iter_errors(instance))
     except Exception as exc:  # e.g. a reference only resolvable at validation time
         return f"the schema could not be evaluated: {type(exc).__name__}: {exc}"
     if error is None:
