@@ -1,11 +1,16 @@
-"""Errors of the executor.
+"""Every error of ptc (the executor and the CLI), in one tree::
 
-ToolError (registry)
-├── CodeRunFailedError     CODE_RUN_FAILED: the program failed (data, not a crash)
-└── ExecutorBusyError      EXECUTOR_BUSY: no run slot for the program (data: retry later)
+    ToolError (registry)
+    ├── CodeRunFailedError     CODE_RUN_FAILED: the program failed (data, not a crash)
+    └── ExecutorBusyError      EXECUTOR_BUSY: no run slot for the program (data: retry later)
 
-ValueError
-└── ExecutorConfigError    a bad executor setting (raised to the caller)
+    ValueError
+    └── ExecutorConfigError    a bad executor setting (raised to the caller)
+
+    ToolSpecError              the CLI's --tools spec cannot be loaded (one line for the user)
+
+The runtime's errors (``RuntimeBackendError`` and below) are not wrapped:
+``ptc run`` and ``ptc serve`` catch them in one place each and report them.
 
 Codes of batch items the executor does not run (error results, never raised):
 ``MALFORMED_CALL`` (not a call, no string id or name, or arguments that are text
@@ -27,6 +32,7 @@ __all__ = [
     "CodeRunFailedError",
     "ExecutorBusyError",
     "ExecutorConfigError",
+    "ToolSpecError",
 ]
 
 CODE_RUN_FAILED = "CODE_RUN_FAILED"
@@ -72,3 +78,7 @@ class ExecutorBusyError(ToolError):
 
 class ExecutorConfigError(ValueError):
     """An executor setting is invalid."""
+
+
+class ToolSpecError(Exception):
+    """A tool-set spec cannot be loaded; the message is one line for the user."""

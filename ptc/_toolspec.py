@@ -36,6 +36,8 @@ from registry import (
     load_mcp_config,
 )
 
+from ._exceptions import ToolSpecError
+
 T = TypeVar("T")
 
 __all__ = [
@@ -48,10 +50,6 @@ __all__ = [
     "load_schema_file",
     "read_tool_specs",
 ]
-
-
-class ToolSpecError(Exception):
-    """A tool-set spec cannot be loaded; the message is one line for the user."""
 
 
 @dataclass(frozen=True, slots=True)
