@@ -7,7 +7,7 @@ wrappers, the body, output validation, rendering, post-execute policy,
 :class:`ToolFailure`, never raised.
 """
 
-from ._decorator import define_tool as define_tool
+from ._define import define_tool as define_tool
 from ._exceptions import (
     ABORTED as ABORTED,
 )

@@ -33,9 +33,10 @@ from ._annotations import (
     scalar,
     strip,
 )
-from ._exceptions import ConversionError, ValuePath
+from ._exceptions import ConversionError, NotJsonError, ValuePath
+from ._json import snapshot_json
 
-__all__ = ["ConversionError", "Convert", "converter"]
+__all__ = ["NO_DEFAULT", "ConversionError", "Convert", "converter", "json_default"]
 
 Convert: TypeAlias = Callable[[Any], Any]
 Path: TypeAlias = ValuePath
@@ -473,3 +474,17 @@ def _model_encoder(model: Any) -> Convert:
             raise ConversionError(f"{type(value).__name__}: {_describe(exc)}") from None
 
     return encode_model
+
+
+# --------------------------------------------------------------------------- defaults
+
+#: What :func:`json_default` gives for a default with no JSON form (not shown).
+NO_DEFAULT: Any = object()
+
+
+def json_default(value: object, encode: Convert | None) -> object:
+    """The JSON form of a parameter's or field's default (``encode`` first), else :data:`NO_DEFAULT`."""
+    try:
+        return snapshot_json(value if encode is None else encode(value))
+    except (NotJsonError, ConversionError):
+        return NO_DEFAULT

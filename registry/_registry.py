@@ -34,7 +34,7 @@ from ._types import (
 from ._validation import RESERVED_NAMES, CompiledTool, compile_definition, validate_name
 
 if TYPE_CHECKING:
-    from ._decorator import ToolFunction
+    from ._define import ToolFunction
 
 __all__ = ["ToolRegistry"]
 
@@ -216,7 +216,7 @@ class ToolRegistry:
         from the return annotation. Async functions are awaited; plain functions
         run in a worker thread. The function is returned unchanged.
         """
-        from ._decorator import define_tool
+        from ._define import define_tool
 
         def decorate(func: F) -> F:
             self.register(
