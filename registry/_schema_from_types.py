@@ -336,7 +336,7 @@ _MODEL_SCHEMA_GENERATOR: list[Any] = []
 
 
 def _model_schema_generator() -> Any:
-    """pydantic's schema generator, with every field of a dumped model required.
+    """Pydantic's schema generator, with every field of a dumped model required.
 
     ``model_dump`` writes each field, defaults included, so a result's schema (and
     the SDK's TypedDict for it) should not call them optional. Built on first use:
