@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -293,8 +294,8 @@ class CodeExecutor:
         self._runtime_spec = runtime
         self._runtime: Runtime | None = runtime if isinstance(runtime, Runtime) else None
         self._owns_runtime = not isinstance(runtime, Runtime)
-        self._entered_runtime: Runtime | None = None
         self._task_group: TaskGroup | None = None
+        self._exit_stack: contextlib.AsyncExitStack | None = None
         self._run_slots = anyio.CapacityLimiter(max_concurrent_runs)
         self._delivery = EventDelivery()
         self._sdk_cache: dict[str | None, str] = {}
@@ -792,36 +793,31 @@ class CodeExecutor:
         try:
             if self._runtime is not None and self._owns_runtime:
                 runtime, self._runtime = self._runtime, None
-                if runtime is self._entered_runtime:
-                    self._entered_runtime = None
-                    await runtime.__aexit__(None, None, None)
-                else:
-                    await runtime.aclose()
+                await runtime.aclose()
         finally:
             await self._delivery.aclose()
 
     async def __aenter__(self) -> CodeExecutor:
-        # A runtime this executor creates is entered as a context manager for
-        # the block, so it can keep house between runs (SubprocessRuntime ends
-        # finished workers and collects new spares then, not during the runs).
-        if self._owns_runtime and self._runtime is None:
-            runtime = await self._ensure_runtime()
-            await runtime.__aenter__()
-            self._entered_runtime = runtime
-        # Where abandoned sub-calls go on (their tasks never raise).
-        task_group = anyio.create_task_group()
-        await task_group.__aenter__()
-        self._task_group = task_group
+        async with contextlib.AsyncExitStack() as stack:
+            stack.push_async_callback(self.aclose)
+            if self._owns_runtime:
+                await self._ensure_runtime()  # (closed by aclose)
+            # Where abandoned sub-calls go on (their tasks never raise); leaving
+            # waits for the ones that have not ended yet, then closes.
+            self._task_group = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(self._forget_task_group)
+            self._exit_stack = stack.pop_all()
         return self
 
+    def _forget_task_group(self) -> None:
+        self._task_group = None
+
     async def __aexit__(self, *exc_info: object) -> None:
-        task_group, self._task_group = self._task_group, None
-        try:
-            if task_group is not None:
-                # Waits for sub-calls that were abandoned and have not ended yet.
-                await task_group.__aexit__(None, None, None)
-        finally:
+        stack, self._exit_stack = self._exit_stack, None
+        if stack is None:
             await self.aclose()
+        else:
+            await stack.aclose()
 
 
 @functools.cache

@@ -13,7 +13,6 @@ ignores them is killed.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import math
@@ -30,10 +29,8 @@ from ._base import (
     Runtime,
     ToolNames,
 )
-from ._host._deadlines import Deadlines
 from ._host._pool import SandboxKey, WorkerPool
-from ._host._runners import CallRunners, enter_services
-from ._host._session import drive_run
+from ._host._session import OpenRuns, drive_run
 from ._worker._bootstrap import compile_for_worker
 from ._worker._imports import DEFAULT_ALLOWED_MODULES
 
@@ -180,12 +177,8 @@ class SubprocessRuntime(Runtime):
             default_key=self._default_key,
             max_workers=max_workers,
         )
-        self._exit_stack: contextlib.AsyncExitStack | None = None
-        # Tasks answering tool calls, kept parked across runs while the runtime
-        # is entered as a context manager (see ``_runners``).
-        self._runners: CallRunners | None = None
-        # The keeper of the runs' deadlines, while entered (see ``_deadlines``).
-        self._deadlines: Deadlines | None = None
+        # The runs going on, ended by aclose().
+        self._runs = OpenRuns()
 
     @property
     def isolation(self) -> SubprocessIsolation:
@@ -236,9 +229,10 @@ class SubprocessRuntime(Runtime):
                 limits=limits,
                 cancel=cancel,
                 compile_program=compile_program,
-                while_waiting=None if self._pool.maintained else self._pool.tidy,
-                runners=self._runners,
-                deadlines=self._deadlines,
+                # The pool's housekeeping overlaps the worker's start (no task
+                # of the runtime's own does it: a runtime is the same in a block or not).
+                while_waiting=self._pool.tidy,
+                runs=self._runs,
                 on_log=on_log,
             )
         finally:
@@ -265,28 +259,5 @@ class SubprocessRuntime(Runtime):
         return dataclasses.replace(outcome, isolation=isolation)
 
     async def _aclose(self) -> None:
+        self._runs.close()
         await self._pool.aclose()
-
-    async def __aenter__(self) -> SubprocessRuntime:
-        """Start the zygote, and the pool's housekeeping task while the block runs.
-
-        That task ends each run's worker and collects new spares between runs,
-        so a run returns as soon as its outcome is known (see
-        ``WorkerPool.maintain``). Without the context manager, runs do it themselves.
-        """
-        async with contextlib.AsyncExitStack() as stack:
-            stack.push_async_callback(self.aclose)
-            # Before the task group, so that a failure to start raises as itself
-            # (inside the group it would come out as an exception group).
-            await self.start()
-            group, self._runners, self._deadlines = await enter_services(stack)
-            await group.start(self._pool.maintain, name="ptc-pool-housekeeping")
-            self._exit_stack = stack.pop_all()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        stack, self._exit_stack = self._exit_stack, None
-        if stack is None:
-            await self.aclose()
-        else:
-            await stack.aclose()

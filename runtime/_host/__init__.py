@@ -3,7 +3,6 @@
 - ``_pool``: the zygote process, its spare workers and each worker's handle.
 - ``_session``: one run, driven over the worker's channel to a single outcome.
 - ``_channel``: bounded frame I/O on a worker's non-blocking socket.
-- ``_deadlines``: the runs' wall-clock deadlines.
 - ``_runners``: the tasks that answer a run's tool calls.
 
 Nothing in the sandboxed worker imports this package.

@@ -1,22 +1,19 @@
-"""Tasks that answer a run's tool calls, parked between jobs and reused.
+"""Tasks that answer one run's tool calls, parked between calls and reused within the run.
 
-Starting a task costs anyio several times what waking a parked one does (a
-task handle, two events and a cancel scope each). A burst of concurrent calls
-(``asyncio.gather`` over a hundred tools) therefore wakes parked tasks instead
-of starting new ones. A runtime used as an async context manager keeps one
-:class:`CallRunners` in its own task group for all its runs; a run without one
-gets its own, in a task group on the run's stack that closes with the run.
+Kept over a task per call because it pays: starting an anyio task costs about
+3.5x waking a parked one (``bench_overhead.py``'s micro-figures: 82 µs against
+22 µs here, on a busy 2-core machine), and a program's calls come in long
+sequences and bursts (``asyncio.gather`` over a hundred tools). The runners
+are tasks of the run's own task group: they end with the run, which waits
+for them (nothing of a run outlives it).
 
 Each call runs in a fresh copy of the run's caller's context, as in a task the
-caller started, through :class:`InContext`. A job runs under its runner's
-cancel scope, which the run cancels if it ends with the job still going (that
-runner then leaves): a run settles its calls just as a task group of its own
-would.
+caller started, through :class:`InContext`: a reused task would otherwise
+carry one call's ``contextvars`` into the next.
 """
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, Final, Generic, TypeVar
@@ -24,22 +21,20 @@ from typing import Any, Final, Generic, TypeVar
 import anyio
 import anyio.abc
 
-from ._deadlines import Deadlines
+__all__ = ["RUNNERS_KEPT", "CallRunners", "InContext", "Job"]
 
-__all__ = ["RUNNERS_KEPT", "CallRunners", "InContext", "Job", "enter_services"]
-
-#: Call-answering tasks a runtime keeps parked across runs (a task each, waiting
-#: on an event): enough for a program's usual fan-out; a wider one starts more,
-#: and those beyond this leave once their call is answered.
-RUNNERS_KEPT: Final = 128
+#: Call-answering tasks a run keeps parked (a task each, waiting on an event):
+#: enough for sequences of calls and small bursts. Those beyond it leave once
+#: their call is answered, while the program runs on: every parked one is woken
+#: to leave when the run ends, after its outcome is known (100 parked cost a
+#: 100 x 50 ms fan-out ~15%, bench_runtime.py (e), against 8).
+RUNNERS_KEPT: Final = 8
 
 T = TypeVar("T")
 
-#: Work for a runner, given the runner's cancel scope: cancelling that scope
-#: cancels the job (and the runner then leaves). A job handles its own
-#: failures. It may never start (its runner cancelled first, when the runtime
-#: closes): whoever waits for jobs waits only for those that started.
-Job = Callable[[anyio.CancelScope], Awaitable[None]]
+#: Work for a runner. A job handles its own failures. It may never start (the
+#: run's task group cancelled first): whoever waits for jobs waits for the group.
+Job = Callable[[], Awaitable[None]]
 
 
 class InContext(Generic[T]):
@@ -92,7 +87,7 @@ class _Parked:
 
 
 class CallRunners:
-    """Runner tasks in ``group``; up to ``keep`` of them stay parked between jobs.
+    """Runner tasks in ``group`` (the run's); up to ``keep`` of them stay parked between jobs.
 
     :meth:`close` sends the parked runners away (and any that park later);
     then :meth:`submit` refuses.
@@ -138,41 +133,19 @@ class CallRunners:
             self._parked.pop().event.set()  # no job: leave
 
     async def _serve(self, job: Job) -> None:
-        # One scope for the runner's life, not one per job: a job is cancelled
-        # by cancelling it (rarely: a run that ends with calls in flight).
-        with anyio.CancelScope() as scope:
-            while True:
-                await job(scope)
-                del job  # a parked runner holds on to nothing of its last run
-                if scope.cancel_called or self._closed or len(self._parked) >= self._keep:
-                    return
-                parked = _Parked()
-                self._parked.append(parked)
-                try:
-                    await parked.event.wait()
-                except BaseException:  # cancelled (the runtime closes)
-                    if not parked.event.is_set():
-                        self._parked.remove(parked)
-                    raise
-                if parked.job is None:
-                    return
-                job = parked.job
-
-
-async def enter_services(
-    stack: contextlib.AsyncExitStack,
-) -> tuple[anyio.abc.TaskGroup, CallRunners, Deadlines]:
-    """A task group on ``stack`` for a runtime's own tasks, with its call runners
-    and the keeper of its runs' deadlines (see ``_deadlines``).
-
-    Leaving ``stack`` sends the parked runners away, cancels the group's tasks
-    (runs still waiting on a call, or still watched by the keeper, end as
-    ``crashed``) and waits for them.
-    """
-    group = await stack.enter_async_context(anyio.create_task_group())
-    stack.callback(group.cancel_scope.cancel)
-    runners = CallRunners(group, keep=RUNNERS_KEPT)
-    stack.callback(runners.close)  # (first: parked runners leave before the group waits)
-    deadlines = Deadlines()
-    await group.start(deadlines.keep, name="ptc-deadlines")
-    return group, runners, deadlines
+        while True:
+            await job()
+            del job  # a parked runner holds on to nothing of its last call
+            if self._closed or len(self._parked) >= self._keep:
+                return
+            parked = _Parked()
+            self._parked.append(parked)
+            try:
+                await parked.event.wait()
+            except BaseException:  # cancelled (the run's group)
+                if not parked.event.is_set():
+                    self._parked.remove(parked)
+                raise
+            if parked.job is None:
+                return
+            job = parked.job

@@ -24,8 +24,7 @@ import logging
 import os
 import signal
 import socket
-import time
-from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from types import CoroutineType
 from typing import Any, Final, cast
 
@@ -38,20 +37,16 @@ from .._base import CallTool, CancelSignal, FailureKind, Limits, RunOutcome, Too
 from .._worker._program import is_memory_error, log_cost
 from .._worker._protocol import HEADER, ProtocolError, encode_frame, parse_worker_frame
 from ._channel import ChannelClosed, FrameChannel
-from ._deadlines import Deadlines
 from ._pool import ExitStatus, Worker
-from ._runners import CallRunners, InContext
+from ._runners import RUNNERS_KEPT, CallRunners, InContext
 
-__all__ = ["drive_run"]
+__all__ = ["OpenRuns", "drive_run"]
 
 logger = logging.getLogger("runtime")
 
 # After the channel closed without a final frame: how long the zygote gets to
 # report the exit status before the worker is killed (and then reported).
 _STATUS_GRACE = 1.0
-# Runner tasks a run without a runtime's own runners keeps parked for its
-# next calls; beyond this, one that finishes leaves at once.
-_RUN_RUNNERS_KEPT = 8
 # A worker ran out of memory only if the kernel saw it use at least this share
 # of its memory limit. The limit caps the address space (or the wasm memory);
 # a program that used its memory up holds most of it resident, less its last
@@ -75,8 +70,7 @@ async def drive_run(
     cancel: CancelSignal | None,
     compile_program: Callable[[str], bytes | None] | None = None,
     while_waiting: Callable[[], None] | None = None,
-    runners: CallRunners | None = None,
-    deadlines: Deadlines | None = None,
+    runs: OpenRuns | None = None,
     memory_baseline: int = 0,
     on_log: Callable[[str], None] | None = None,
 ) -> RunOutcome:
@@ -86,10 +80,8 @@ async def drive_run(
     bytes follow the run frame; ``None`` leaves compiling, and reporting why it
     fails, to the worker). ``while_waiting``, when given, is called once the
     program is on its way: housekeeping that then overlaps the worker's start.
-    ``runners``, when given, answer the calls (the runtime's own, kept across
-    runs); without them the run starts its own at its first call.
-    ``deadlines``, when given and running, keep the run's wall-clock deadline
-    (the runtime's own); without them the run keeps it in a cancel scope.
+    ``runs``, when given, holds the run while it goes on, so that closing the
+    runtime ends it (:meth:`OpenRuns.close`).
     ``memory_baseline`` is the worker's resident memory before the program
     (Deno's own, for the Pyodide worker): not the program's when the kernel's
     account of its peak is weighed against the memory limit.
@@ -124,12 +116,33 @@ async def drive_run(
         sent = 0
     except OSError:
         sent = len(data)
-    session = _Session(
-        worker, names, call_tool, limits, runners, deadlines, memory_baseline, on_log
-    )
+    session = _Session(worker, names, call_tool, limits, memory_baseline, on_log)
     return await session.run(
-        memoryview(data)[sent:] if sent < len(data) else None, cancel, while_waiting
+        memoryview(data)[sent:] if sent < len(data) else None, cancel, while_waiting, runs
     )
+
+
+class OpenRuns:
+    """The runs of one runtime going on now, for the runtime to end when it closes."""
+
+    __slots__ = ("_sessions",)
+
+    def __init__(self) -> None:
+        self._sessions: set[_Session] = set()
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def add(self, session: _Session) -> None:
+        self._sessions.add(session)
+
+    def discard(self, session: _Session) -> None:
+        self._sessions.discard(session)
+
+    def close(self) -> None:
+        """End every run going on as ``crashed``: the runtime closes under it."""
+        for session in list(self._sessions):
+            session.end(session.failure("crashed", "the runtime was closed during the run"))
 
 
 # A job of a run for a runner: ``None`` to read the channel, or a call to
@@ -141,17 +154,18 @@ _STOP: Final = (0, "", None)
 class _Session:
     """One run's frames, calls and outcome.
 
-    One task at a time reads the channel: the run's own task first, then
-    runner tasks (see ``_runners``). The task that reads a call answers it
-    itself, once it has passed the reading to a runner: the answer leaves
-    without a task switch. Only calls read in a burst (more frames already
-    buffered) are passed to runners, so that they all start before the first
-    of them is answered. Either way calls start (``call_tool`` is called) in
-    the order the program made them, in a copy of the run's caller's context.
+    The run is a cancel scope with its deadline and a task group of its own:
+    ending the run from outside (its deadline, the cancel signal, the runtime
+    closing) cancels the scope; every task of the run is in the group, so when
+    :meth:`run` returns every call it started has settled.
 
-    Once the outcome is decided, or the run is cancelled or times out, the
-    runners' jobs of this run still going are cancelled and waited for: when
-    :meth:`run` returns, every call it started has settled.
+    One task at a time reads the channel: the run's own task first, then
+    runner tasks of the group (see ``_runners``). The task that reads a call
+    answers it itself, once it has passed the reading to a runner: the answer
+    leaves without a task switch. Only calls read in a burst (more frames
+    already buffered) are passed to runners, so that they all start before the
+    first of them is answered. Either way calls start (``call_tool`` is called)
+    in the order the program made them, in a copy of the run's caller's context.
     """
 
     __slots__ = (
@@ -161,12 +175,9 @@ class _Session:
         "channel",
         "closing",
         "context",
-        "deadlines",
         "decided",
-        "ended",
         "error",
-        "exit_stack",
-        "jobs",
+        "group",
         "limits",
         "log_failed",
         "logs",
@@ -176,7 +187,7 @@ class _Session:
         "output",
         "queued",
         "runners",
-        "settled",
+        "scope",
         "tool_names",
         "worker",
     )
@@ -187,8 +198,6 @@ class _Session:
         tool_names: frozenset[str],
         call_tool: CallTool,
         limits: Limits,
-        runners: CallRunners | None,
-        deadlines: Deadlines | None = None,
         memory_baseline: int = 0,
         on_log: Callable[[str], None] | None = None,
     ) -> None:
@@ -196,7 +205,6 @@ class _Session:
         self.on_log = on_log
         self.log_failed = False
         self.memory_baseline = memory_baseline
-        self.deadlines = deadlines
         self.tool_names = tool_names
         self.call_tool = call_tool
         self.limits = limits
@@ -209,22 +217,16 @@ class _Session:
         self.calls = 0
         self.busy = 0  # calls being answered
         self.queued = 0  # calls handed over to a task that has yet to start them
-        # The runtime's runners; closed ones (its block ended before this run)
-        # count as none: the run starts its own.
-        self.runners = runners if runners is not None and runners.bound else None
         # The context of the run's caller (whose task makes the session): each
         # call runs in a copy.
         self.context = contextvars.copy_context()
-        # The cancel scopes of this run's jobs that started and are still going.
-        self.jobs: set[anyio.CancelScope] = set()
+        self.scope: anyio.CancelScope | None = None  # the run's, with its deadline
+        self.group: anyio.abc.TaskGroup | None = None  # the run's tasks
+        self.runners: CallRunners | None = None
         self.closing = False  # no new job starts, no outcome is decided
-        self.settled: anyio.Event | None = None  # set when the last started job ends
         self.decided: anyio.Event | None = None  # set with the outcome
         self.error: BaseException | None = None  # what escaped a job: raised from run()
         self.outcome: RunOutcome | None = None
-        # How the run was ended from outside (deadline, cancel signal, closing
-        # runtime): its outcome unless the worker's was decided first.
-        self.ended: RunOutcome | None = None
 
     def failure(self, kind: FailureKind, message: str) -> RunOutcome:
         return RunOutcome(kind=kind, message=message, logs=self.logs, tool_calls=self.calls)
@@ -234,6 +236,7 @@ class _Session:
         unsent: memoryview | None,
         cancel: CancelSignal | None,
         while_waiting: Callable[[], None] | None,
+        runs: OpenRuns | None,
     ) -> RunOutcome:
         """Converse with the worker, to which the program went out (but ``unsent``)."""
         if unsent is not None:
@@ -241,98 +244,41 @@ class _Session:
                 self.channel.send_nowait(unsent)
         if while_waiting is not None:
             while_waiting()
-        deadlines = self.deadlines
-        watch = (
-            deadlines.watch(time.monotonic() + self.limits.timeout, self.expire)
-            if deadlines is not None
-            else None
-        )
-        if watch is None:
-            await self.run_in_scope(cancel)
-        else:
-            # The runtime's keeper ends the run at its deadline (see ``end``):
-            # no cancel scope to enter and leave here.
+        with anyio.move_on_after(self.limits.timeout) as self.scope:
             dispose = cancel.add_listener(self.cancelled) if cancel is not None else None
+            if runs is not None:
+                runs.add(self)
             try:
-                await self.converse_and_settle()
+                async with anyio.create_task_group() as self.group:
+                    self.runners = CallRunners(self.group, keep=RUNNERS_KEPT)
+                    try:
+                        await self.converse()
+                    finally:
+                        self.closing = True
+                        self.runners.close()  # parked runners leave
+                        if self.busy:  # calls in flight are abandoned
+                            self.group.cancel_scope.cancel()
             finally:
-                deadlines.done(watch)  # type: ignore[union-attr]
+                if runs is not None:
+                    runs.discard(self)
                 if dispose is not None:
                     dispose()
         if self.error is not None:
             raise self.error
         if self.outcome is not None:
             return self.outcome
-        if self.ended is not None:
-            return self.ended
-        # A runner was cancelled under this run: the runtime is closing.
-        return self.failure("crashed", "the runtime was closed during the run")
-
-    async def run_in_scope(self, cancel: CancelSignal | None) -> None:
-        with anyio.move_on_after(self.limits.timeout) as scope:
-
-            def on_cancel() -> None:
-                if self.ended is None:
-                    self.ended = self.cancelled_failure()
-                scope.cancel()
-
-            dispose = cancel.add_listener(on_cancel) if cancel is not None else None
-            try:
-                await self.converse_and_settle()
-            finally:
-                if dispose is not None:
-                    dispose()
-        if scope.cancel_called and self.ended is None:
-            self.ended = self.timeout_failure()
-
-    async def converse_and_settle(self) -> None:
-        if self.runners is None:
-            # The run's own runners are started in a task group entered on this
-            # stack at the first tool call: a run without calls does not pay for one.
-            async with contextlib.AsyncExitStack() as self.exit_stack:
-                await self.converse_then_settle()
-        else:  # the runtime's
-            await self.converse_then_settle()
-
-    async def converse_then_settle(self) -> None:
-        try:
-            await self.converse()
-        finally:
-            await self.settle()
-
-    def timeout_failure(self) -> RunOutcome:
         return self.failure(
             "timeout", f"the run exceeded its wall-clock limit of {self.limits.timeout:g} s"
         )
 
-    def cancelled_failure(self) -> RunOutcome:
-        return self.failure("cancelled", "the run was cancelled")
-
-    def expire(self, closing: bool) -> None:
-        """The run's deadline came (``closing``: the runtime's keeper stops first)."""
-        if closing:
-            self.end(self.failure("crashed", "the runtime was closed during the run"))
-        else:
-            self.end(self.timeout_failure())
-
     def cancelled(self) -> None:
-        self.end(self.cancelled_failure())
+        self.end(self.failure("cancelled", "the run was cancelled"))
 
     def end(self, outcome: RunOutcome) -> None:
-        """End the run from outside its tasks, as a cancel scope around it would.
-
-        The outcome is decided (unless the worker's was), every job is
-        cancelled, and the host's end of the channel is shut: a task of the run
-        waiting to read or write it wakes up to an end of file or a broken pipe.
-        """
-        if self.ended is None:
-            self.ended = outcome
+        """End the run from outside its tasks: ``outcome``, unless the worker's came first."""
         self.decide(outcome)
-        self.cancel_jobs()
-        if self.decided is not None:
-            self.decided.set()
-        with contextlib.suppress(OSError):
-            self.worker.sock.shutdown(socket.SHUT_RDWR)
+        if self.scope is not None:
+            self.scope.cancel()
 
     async def converse(self) -> None:
         channel = self.channel
@@ -345,8 +291,7 @@ class _Session:
             if frame is None:  # not read ahead: read (and check) it now
                 payload = await channel.receive()
                 if payload is None:
-                    if self.outcome is None:  # (not ended from outside)
-                        self.decide(await self.lost())
+                    self.decide(await self.lost())
                     return
                 # Kept on the worker: the runtime reports the layers it names.
                 frame = self.worker.greeting = cast("dict[str, Any]", parse_worker_frame(payload))
@@ -360,88 +305,28 @@ class _Session:
             return
         call = await self.read()
         if call is not _STOP:
-            with anyio.CancelScope() as scope:
-                await self.guarded(self.answer(*call), scope)
+            await self.answer(*call)
         if self.outcome is None:
             # Until a runner reads the final frame (or the run ends otherwise).
             self.decided = anyio.Event()
             await self.decided.wait()
 
-    async def settle(self) -> None:
-        """Start no more jobs; cancel the ones going unless they end by themselves; wait.
+    async def run_job(self, call: _Call | None) -> None:
+        """A runner's job: read on and answer the call read, or answer ``call``.
 
-        Jobs end by themselves once the outcome is decided and no call is being
-        answered (waiting for them is still bound by the run's deadline).
-        Otherwise (calls in flight, or this task is cancelled or out of time)
-        they are cancelled, and waited for even though this task is cancelled.
+        It reads on when ``call`` is ``None``.
         """
-        self.closing = True
-        if not self.jobs:
-            return
-        if not self.busy and self.outcome is not None:
-            try:
-                await self.jobs_ended()
-                return
-            except anyio.get_cancelled_exc_class():
-                await self.abandon_jobs()
-                raise
-        await self.abandon_jobs()
-
-    def cancel_jobs(self) -> None:
-        # (Cancelling costs a task repr in anyio: only when needed.)
-        for scope in self.jobs:
-            scope.cancel()
-
-    async def abandon_jobs(self) -> None:
-        """Cancel the jobs going and wait for them, even if this task is cancelled."""
-        self.cancel_jobs()
-        with anyio.CancelScope(shield=True):
-            await self.jobs_ended()
-
-    async def jobs_ended(self) -> None:
-        while self.jobs:
-            self.settled = anyio.Event()
-            await self.settled.wait()
-
-    async def guarded(self, work: Coroutine[Any, Any, None], scope: anyio.CancelScope) -> None:
-        """Await ``work``; the run cancels ``scope`` (a scope this task is in) if
-        it ends while ``work`` goes on."""
-        self.jobs.add(scope)
-        try:
-            await work
-        finally:
-            self.job_ended(scope)
-
-    def job_ended(self, scope: anyio.CancelScope) -> None:
-        self.jobs.discard(scope)
-        if not self.jobs and self.settled is not None:
-            self.settled.set()
-
-    async def run_job(self, call: _Call | None, scope: anyio.CancelScope) -> None:
-        """A runner's job: read on (``call`` is ``None``) and answer the call
-        read, or answer ``call``. (What :meth:`guarded` does, inline: a job is
-        the hot path of a burst of calls.)"""
         if self.closing or self.outcome is not None:
             return  # too late to start
-        self.jobs.add(scope)
         try:
-            try:
-                if call is None:
-                    call = await self.read()
-                    if call is _STOP:
-                        return
-                else:
-                    self.queued -= 1  # a call handed over, starting now
-                await self.answer(*call)
-            finally:
-                self.job_ended(scope)
-        except BaseException as exc:
-            if isinstance(exc, anyio.get_cancelled_exc_class()):
-                if not scope.cancel_called and self.decided is not None:
-                    # Not by this run: the run's own task is cancelled too, or
-                    # the runtime closes. The run's task wakes up and tells which.
-                    self.decided.set()
-                raise
+            if call is None:
+                call = await self.read()
+                if call is _STOP:
+                    return
+            else:
+                self.queued -= 1  # a call handed over, starting now
+            await self.answer(*call)
+        except Exception as exc:
             # Not a call's failure (those are answers): raised from run().
             if self.error is None:
                 self.error = exc
@@ -457,12 +342,10 @@ class _Session:
         names = self.tool_names
         try:
             while True:
-                if self.ended is not None:
+                if self.outcome is not None:
                     return _STOP  # (frames still buffered are of no use now)
                 payload = await channel.receive()
                 if payload is None:
-                    if self.outcome is not None:  # ended from outside
-                        return _STOP
                     outcome = await self.lost()
                     break
                 frame: dict[str, Any] = parse_worker_frame(payload)  # type: ignore[assignment]
@@ -490,11 +373,9 @@ class _Session:
                         # soon. Calls start in the order they were made: after
                         # one still waiting to start, this one waits its turn.
                         self.queued += 1
-                        if not self.hand_over(call):
-                            await self.start_runners(call)
+                        self.hand_over(call)
                         continue
-                    if not self.hand_over(None):
-                        await self.start_runners(None)
+                    self.hand_over(None)
                     return call
                 if kind == "log":
                     text = frame["text"]
@@ -574,41 +455,19 @@ class _Session:
                     self.log_failed = True
                     logger.exception("on_log raised (the run goes on)")
 
-    def hand_over(self, call: _Call | None) -> bool:
-        """Give ``call`` (``None``: the reading) to a runner.
-
-        ``False`` when there are no runners yet (the run's first call, when the
-        runtime has none of its own): see :meth:`start_runners`, which only the
-        run's own task may call. Runners that close during the run (the
-        runtime's block ends) end it instead.
-        """
-        runners = self.runners
-        if runners is None:
-            return False
-        try:
-            runners.submit(functools.partial(self.run_job, call))
-        except RuntimeError:  # closed, or their task group is gone: the runtime closed
-            self.decide(self.failure("crashed", "the runtime was closed during the run"))
-        return True
-
-    async def start_runners(self, call: _Call | None) -> None:
-        """Start the run's own runners (on the run's stack) and give them ``call``.
-
-        Only from the run's own task, which holds the stack.
-        """
-        group = await self.exit_stack.enter_async_context(anyio.create_task_group())
-        self.runners = CallRunners(group, keep=_RUN_RUNNERS_KEPT)
-        self.exit_stack.callback(self.runners.close)  # before the group waits for them
-        self.hand_over(call)
+    def hand_over(self, call: _Call | None) -> None:
+        """Give ``call`` (``None``: the reading) to a runner of the run."""
+        assert self.runners is not None
+        self.runners.submit(functools.partial(self.run_job, call))
 
     def decide(self, outcome: RunOutcome) -> None:
         """Settle the run's outcome; calls in flight are abandoned."""
         if self.outcome is not None or self.closing:
             return
         self.outcome = outcome
-        if self.busy:
-            self.cancel_jobs()
-        if self.decided is not None:
+        if self.busy and self.group is not None:
+            self.group.cancel_scope.cancel()
+        elif self.decided is not None:
             self.decided.set()
 
     def output_limit(self) -> RunOutcome:
@@ -695,8 +554,10 @@ class _Session:
         return status
 
     async def memory_error(self, message: str) -> RunOutcome:
-        """The program failed with a ``MemoryError``: ``memory`` if the kernel saw it
-        use its memory up, else the ``exception`` the worker reported.
+        """The outcome of a program that failed with a ``MemoryError``.
+
+        It is ``memory`` if the kernel saw the program use its memory up, else the
+        ``exception`` the worker reported.
 
         The only path that waits for a finished worker's exit. The worker is let
         go (its channel shut), not killed: one that exits by itself is reaped

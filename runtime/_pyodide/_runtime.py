@@ -26,10 +26,8 @@ it is the one that still holds.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-import shutil
 import signal
 from collections import deque
 from collections.abc import Callable
@@ -49,10 +47,8 @@ from .._base import (
     ToolNames,
 )
 from .._exceptions import WorkerStartError
-from .._host._deadlines import Deadlines
 from .._host._pool import ExitStatus
-from .._host._runners import CallRunners, enter_services
-from .._host._session import drive_run
+from .._host._session import OpenRuns, drive_run
 from ._assets import PROGRAM_MODULE, WORKER_DIR, PyodideInstall, locate_pyodide
 from ._deno import DenoWorker, WorkerProfile
 
@@ -128,17 +124,11 @@ class PyodideRuntime(Runtime):
         self._default_profile = self._profile(self._limits)
         self._spares: deque[DenoWorker] = deque()
         # Killed workers whose exit is not collected or whose home is not
-        # removed yet: tearing down a Deno process takes tens of ms, and
-        # removing its home a few more, so runs do not wait (see _bury).
+        # removed yet: tearing down a Deno process takes tens of ms, so a run
+        # does not wait for its own (see _bury).
         self._dying: list[DenoWorker] = []
-        # Set to wake the block's housekeeping task, while it runs (see _tidy).
-        self._tidy_wanted: anyio.Event | None = None
-        # Tasks answering tool calls, kept parked across runs while the runtime
-        # is entered as a context manager (see ``_runners``).
-        self._runners: CallRunners | None = None
-        # The keeper of the runs' deadlines, while entered (see ``_deadlines``).
-        self._deadlines: Deadlines | None = None
-        self._exit_stack: contextlib.AsyncExitStack | None = None
+        # The runs going on, ended by aclose().
+        self._runs = OpenRuns()
 
     @property
     def install(self) -> PyodideInstall:
@@ -181,41 +171,16 @@ class PyodideRuntime(Runtime):
         return self._spawn(profile)
 
     def _bury(self, worker: DenoWorker) -> None:
-        """Kill ``worker`` and close its descriptors now; collect its exit and remove
-        its home later (the block's housekeeping task, else the next run)."""
+        """Kill ``worker`` and close its descriptors now; collect its exit and home later.
+
+        Later is the next run's start (:meth:`_reap`), or :meth:`aclose`.
+        """
         worker.close()
         self._dying.append(worker)
-        if self._tidy_wanted is not None:
-            self._tidy_wanted.set()
 
     def _reap(self) -> None:
-        """Without the housekeeping task: let go of the killed workers that exited."""
-        if self._tidy_wanted is None:
-            self._dying = [worker for worker in self._dying if not worker.remove_home()]
-
-    async def _tidy(
-        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
-        """Collect killed workers' exits and remove their homes, between runs.
-
-        The block's own task: a run hands its worker over (``_bury``) and
-        returns; removing a home (a few files Deno keeps) takes milliseconds,
-        done in a thread, and the exit status is waited for through a pidfd.
-        """
-        self._tidy_wanted = anyio.Event()
-        task_status.started()
-        try:
-            while True:
-                await self._tidy_wanted.wait()
-                self._tidy_wanted = anyio.Event()
-                for worker in list(self._dying):
-                    if await worker.wait_status(_EXIT_TIMEOUT) is None:
-                        continue  # still going: tried again at the next burial, or by aclose()
-                    await anyio.to_thread.run_sync(shutil.rmtree, worker.home, True)
-                    with contextlib.suppress(ValueError):  # (aclose() may have taken it)
-                        self._dying.remove(worker)
-        finally:
-            self._tidy_wanted = None
+        """Let go of the killed workers that exited (their homes removed)."""
+        self._dying = [worker for worker in self._dying if not worker.remove_home()]
 
     async def _run(
         self,
@@ -242,28 +207,12 @@ class PyodideRuntime(Runtime):
                 self._refill()
 
     async def _aclose(self) -> None:
-        """Kill every idle spare and wait until every killed worker has exited."""
+        """End the runs going on, kill the idle spares, wait for every killed worker."""
+        self._runs.close()
         while self._spares:
             self._bury(self._spares.popleft())
         while self._dying:
             await self._dying.pop().aclose()
-
-    async def __aenter__(self) -> PyodideRuntime:
-        """Keep the tasks that answer tool calls, the runs' deadline keeper and the
-        housekeeping task (killed workers' exits and homes), while the block runs."""
-        async with contextlib.AsyncExitStack() as stack:
-            stack.push_async_callback(self.aclose)
-            group, self._runners, self._deadlines = await enter_services(stack)
-            await group.start(self._tidy, name="ptc-pyodide-tidy")
-            self._exit_stack = stack.pop_all()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        stack, self._exit_stack = self._exit_stack, None
-        if stack is None:
-            await self.aclose()
-        else:
-            await stack.aclose()
 
     async def _drive(
         self,
@@ -305,8 +254,7 @@ class PyodideRuntime(Runtime):
                 call_tool=call_tool,
                 limits=limits,
                 cancel=cancel,
-                runners=self._runners,
-                deadlines=self._deadlines,
+                runs=self._runs,
                 memory_baseline=worker.rss_bytes(),  # Deno's own, not the program's
                 on_log=on_log,
             )

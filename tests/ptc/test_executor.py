@@ -495,15 +495,14 @@ def test_max_parallel_validated(tools: ToolRegistry, bad: Any) -> None:
         CodeExecutor(tools, runtime=InProcessRuntime(), max_parallel_sub_calls=bad)
 
 
-async def test_an_owned_runtime_is_entered_for_the_block(tools: ToolRegistry) -> None:
+async def test_an_owned_runtime_is_closed_with_the_block(tools: ToolRegistry) -> None:
     async with CodeExecutor(tools) as ex:  # creates its own SubprocessRuntime
         runtime = ex._runtime
         assert isinstance(runtime, SubprocessRuntime)
-        assert runtime._pool.maintained  # it keeps house between runs
         r = await ex.run_code("v = await tools.read({'key': 'a'})\nreturn v")
         assert r.value == {"logs": [], "result": "value-of-a"}
     assert ex._runtime is None
-    assert not runtime._pool.maintained
+    assert runtime.closed
     assert runtime._pool.zygote_pid is None  # closed with the block
 
 

@@ -955,9 +955,9 @@ async def test_a_settled_js_promise_resolves_while_a_tool_call_is_unanswered() -
 
 @pytest.mark.anyio
 @pytest.mark.pyodide
-async def test_call_runners_are_kept_across_runs() -> None:
-    # As with the subprocess runtime: the block keeps the call-answering tasks,
-    # and leaving it sends them away.
+async def test_a_runs_call_runners_end_with_it() -> None:
+    # As with the subprocess runtime: the run's own tasks answer its calls
+    # (parked between them) and none of them outlives the run.
     code = (
         "import asyncio\n"
         "return len(await asyncio.gather(*[tools.sleep({'seconds': 0.02}) for _ in range(12)]))"
@@ -966,9 +966,7 @@ async def test_call_runners_are_kept_across_runs() -> None:
     async with open_runtime(spares=1) as runtime:
         outcome = await runtime.run(code, tool_names=["sleep"], call_tool=tools)
         assert outcome.result == 12, outcome
-        runners = runtime._runners
-        assert runners is not None and runners.parked >= 11
-    assert runners.parked == 0
-    assert not runners.bound
+        assert tools.max_in_flight == 12
+        assert not [task for task in anyio.get_running_tasks() if task.name == "ptc-call"]
     with pytest.raises(RuntimeClosedError):  # closed with the block
         await runtime.run(code, tool_names=["sleep"], call_tool=tools)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import re
 import shutil
@@ -31,10 +30,8 @@ from runtime import (
     WorkerStartError,
     get_runtime,
 )
-from runtime._host._deadlines import Deadlines
 from runtime._host._pool import Worker, take_greeting
-from runtime._host._runners import CallRunners
-from runtime._host._session import drive_run
+from runtime._host._session import OpenRuns, drive_run
 from runtime._worker._bootstrap import WorkerSettings, _prewarm, compile_for_worker, compile_program
 from runtime._worker._protocol import FrameDecoder, NotJsonError, ProtocolError, check_json
 from runtime.testing import ManualCancel, ToolBox
@@ -251,26 +248,8 @@ async def drive(fake: FakeWorker, limits: Limits | None = None, **kw: Any) -> Ru
         call_tool=kw.pop("call_tool", ToolBox()),
         limits=limits or Limits(timeout=5),
         cancel=kw.pop("cancel", None),
-        runners=kw.pop("runners", None),
-        deadlines=kw.pop("deadlines", None),
+        runs=kw.pop("runs", None),
     )
-
-
-@contextlib.asynccontextmanager
-async def deadlines_kept(how: str) -> AsyncIterator[Deadlines | None]:
-    """``"scope"``: none (the run keeps its deadline in a cancel scope);
-    ``"keeper"``: a runtime's keeper, running."""
-    if how == "scope":
-        yield None
-        return
-    async with anyio.create_task_group() as group:
-        deadlines = Deadlines()
-        await group.start(deadlines.keep)
-        yield deadlines
-        group.cancel_scope.cancel()
-
-
-KEEPING = pytest.mark.parametrize("how", ["scope", "keeper"])
 
 
 @pytest.mark.parametrize(
@@ -326,10 +305,8 @@ async def test_host_enforces_tool_call_limit(fake: FakeWorker) -> None:
     assert outcome.tool_calls == 2
 
 
-@KEEPING
-@pytest.mark.parametrize("shared", [False, True], ids=["own-runners", "shared-runners"])
 async def test_a_worker_that_stops_reading_cannot_hold_the_run_past_its_deadline(
-    fake: FakeWorker, shared: bool, how: str
+    fake: FakeWorker,
 ) -> None:
     # The worker asks for a big answer, says it is done and never reads: the
     # answer's write blocks, with no call being answered any more. The outcome
@@ -345,45 +322,30 @@ async def test_a_worker_that_stops_reading_cannot_hold_the_run_past_its_deadline
     started = time.perf_counter()
     limits = Limits(timeout=0.5, max_message_bytes=16 << 20)
     with anyio.fail_after(10):
-        async with anyio.create_task_group() as group:
-            # Shared: a runtime's runners, outside the run's deadline scope.
-            runners = CallRunners(group, keep=8) if shared else None
-            async with deadlines_kept(how) as deadlines:
-                outcome = await drive(
-                    fake, limits, call_tool=call_tool, runners=runners, deadlines=deadlines
-                )
-            if runners is not None:
-                runners.close()
+        outcome = await drive(fake, limits, call_tool=call_tool)
     assert outcome.result == 1, outcome
     assert outcome.tool_calls == 2
     assert time.perf_counter() - started < 5
 
 
-@KEEPING
-async def test_host_enforces_wall_clock(fake: FakeWorker, how: str) -> None:
+async def test_host_enforces_wall_clock(fake: FakeWorker) -> None:
     fake.send(READY)
     started = time.perf_counter()
-    async with deadlines_kept(how) as deadlines:
-        outcome = await drive(fake, Limits(timeout=0.2), deadlines=deadlines)
+    outcome = await drive(fake, Limits(timeout=0.2))
     assert outcome.kind == "timeout"
     assert outcome.message == "the run exceeded its wall-clock limit of 0.2 s"
     assert time.perf_counter() - started < 2
 
 
-@KEEPING
-async def test_the_wall_clock_covers_a_hanging_tool(fake: FakeWorker, how: str) -> None:
+async def test_the_wall_clock_covers_a_hanging_tool(fake: FakeWorker) -> None:
     tools = ToolBox()
     fake.send(READY, {"type": "call", "id": 1, "name": "hang", "args": {}})
-    async with deadlines_kept(how) as deadlines:
-        outcome = await drive(
-            fake, Limits(timeout=0.2), call_tool=tools, tool_names=["hang"], deadlines=deadlines
-        )
+    outcome = await drive(fake, Limits(timeout=0.2), call_tool=tools, tool_names=["hang"])
     assert outcome.kind == "timeout"
     assert tools.cancelled == 1 and tools.in_flight == 0  # settled before the run returned
 
 
-@KEEPING
-async def test_a_cancel_signal_ends_the_run(fake: FakeWorker, how: str) -> None:
+async def test_a_cancel_signal_ends_the_run(fake: FakeWorker) -> None:
     tools = ToolBox()
     signal_ = ManualCancel()
 
@@ -392,43 +354,36 @@ async def test_a_cancel_signal_ends_the_run(fake: FakeWorker, how: str) -> None:
         return await tools(name, args)
 
     fake.send(READY, {"type": "call", "id": 1, "name": "hang", "args": {}})
-    async with deadlines_kept(how) as deadlines:
-        outcome = await drive(
-            fake,
-            Limits(timeout=30),
-            call_tool=hang,
-            tool_names=["hang"],
-            cancel=signal_,
-            deadlines=deadlines,
-        )
+    outcome = await drive(
+        fake, Limits(timeout=30), call_tool=hang, tool_names=["hang"], cancel=signal_
+    )
     assert outcome.kind == "cancelled"
     assert tools.cancelled == 1
     assert signal_.listener_count == 0
 
 
-async def test_a_keeper_that_stops_ends_the_runs_it_watches(fake: FakeWorker) -> None:
-    # The runtime's block ends while a run waits on its worker: the run ends
-    # (as it would with its runners gone), it is not left without a deadline.
+async def test_closing_the_runtime_ends_the_runs_it_holds(fake: FakeWorker) -> None:
+    # The runtime closes (in another task) while a run waits on its worker:
+    # the run ends at once, as crashed, and leaves the runtime's open runs.
     fake.send(READY)
+    runs = OpenRuns()
+
+    async def close_soon() -> None:
+        await anyio.sleep(0.05)
+        assert len(runs) == 1
+        runs.close()
+
+    started = time.perf_counter()
     async with anyio.create_task_group() as group:
-        deadlines = Deadlines()
-        await group.start(deadlines.keep)
-
-        async def close_soon() -> None:
-            await anyio.sleep(0.05)
-            group.cancel_scope.cancel()
-
         group.start_soon(close_soon)
-        with anyio.CancelScope(shield=True):  # (the run is not the group's)
-            outcome = await drive(fake, Limits(timeout=30), deadlines=deadlines)
+        outcome = await drive(fake, Limits(timeout=30), runs=runs)
     assert outcome.kind == "crashed"
     assert outcome.message == "the runtime was closed during the run"
-    assert not deadlines.running
-    assert deadlines.watch(0.0, lambda closing: None) is None  # later runs keep their own
+    assert len(runs) == 0
+    assert time.perf_counter() - started < 5
 
 
-@KEEPING
-async def test_flooding_worker_still_times_out(fake: FakeWorker, how: str) -> None:
+async def test_flooding_worker_still_times_out(fake: FakeWorker) -> None:
     fake.send(READY)
 
     def flood() -> None:
@@ -442,10 +397,7 @@ async def test_flooding_worker_still_times_out(fake: FakeWorker, how: str) -> No
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(anyio.to_thread.run_sync, flood)
-        async with deadlines_kept(how) as deadlines:
-            outcome = await drive(
-                fake, Limits(timeout=0.5, max_output_bytes=2**40), deadlines=deadlines
-            )
+        outcome = await drive(fake, Limits(timeout=0.5, max_output_bytes=2**40))
         fake.peer.shutdown(socket.SHUT_RDWR)
     assert outcome.kind == "timeout"
 
@@ -732,31 +684,33 @@ def _gone(pid: int) -> bool:
 
 @pytest.fixture
 async def housekept() -> AsyncIterator[SubprocessRuntime]:
-    """A runtime used as a context manager: its pool's housekeeping task runs."""
+    """A runtime with one spare (the same in a block or not: it has no tasks of its own)."""
     async with SubprocessRuntime(
         layers=(), spares=1, allowed_modules=["asyncio", "os", "stat"]
     ) as backend:
-        assert backend._pool.maintained
+        assert not backend._pool.maintained
         yield backend
-    assert not backend._pool.maintained
 
 
 async def test_housekeeping_ends_a_finished_worker_after_its_run(
     housekept: SubprocessRuntime,
 ) -> None:
     await housekept.run("return 0", tool_names=[], call_tool=ToolBox())
-    before = _open_fds()
+    await _settle(lambda: housekept._pool.tidy() or len(housekept._pool._spares) == 1)
+    before = _open_fds()  # with the one spare
     outcome = await housekept.run(
         "import os\nreturn os.getpid()", tool_names=[], call_tool=ToolBox()
     )
     pid = outcome.result
     assert isinstance(pid, int)
-    # The outcome came back first; ending the worker was left to the pool's task.
-    assert [worker.pid for worker in housekept._pool._retired] == [pid]
-    await _settle(lambda: _gone(pid) and not housekept._pool._retired)
-    # Its channel and status pipe are closed, and its replacement was collected
-    # without another run asking for it.
-    await _settle(lambda: len(housekept._pool._spares) == 1)
+    # Ended as the run released it (there is no task of the runtime's to leave it to).
+    assert not housekept._pool._retired
+    await _settle(lambda: _gone(pid))
+    # Its channel and status pipe are closed; its replacement, asked for then,
+    # is collected by the next run while that run's worker starts.
+    assert len(_open_fds()) <= len(before)
+    await housekept.run("return 0", tool_names=[], call_tool=ToolBox())
+    await _settle(lambda: housekept._pool.tidy() or len(housekept._pool._spares) == 1)
     assert len(_open_fds()) == len(before)
 
 
@@ -824,13 +778,13 @@ async def test_a_spare_the_zygote_cannot_fork_fails_the_run_at_once(
     housekept: SubprocessRuntime,
 ) -> None:
     await housekept.run("return 0", tool_names=[], call_tool=ToolBox())
-    await _settle(lambda: len(housekept._pool._spares) == 1)
+    await _settle(lambda: housekept._pool.tidy() or len(housekept._pool._spares) == 1)
     zygote = housekept._pool._zygote
     assert zygote is not None
     shutil.rmtree(zygote.tmp)  # no work directory can be made for new workers
     outcome = await housekept.run("return 1", tool_names=[], call_tool=ToolBox())
     assert outcome.result == 1  # the spare forked before
-    # Its replacement fails to fork; the housekeeping task may collect that
+    # Its replacement fails to fork; that run's housekeeping may collect that
     # reply before the next run waits for it. Either way the run fails at once,
     # not after the minute a silent zygote is given.
     with anyio.fail_after(10), pytest.raises(WorkerStartError, match="No such file"):
@@ -841,24 +795,36 @@ def _call_runner_tasks() -> set[int]:
     return {task.id for task in anyio.get_running_tasks() if task.name == "ptc-call"}
 
 
-async def test_call_runners_are_kept_across_runs(housekept: SubprocessRuntime) -> None:
-    # A burst of calls wakes tasks parked by the run before instead of
-    # starting new ones (each start costs anyio several times a wake-up).
+async def test_call_runners_are_parked_within_a_run_and_end_with_it(
+    housekept: SubprocessRuntime,
+) -> None:
+    # A second burst of calls wakes the tasks parked after the first instead
+    # of starting new ones (each start costs anyio several times a wake-up);
+    # none of them outlives the run.
     code = (
         "import asyncio\n"
-        "return len(await asyncio.gather(*[tools.sleep({'seconds': 0.02}) for _ in range(30)]))"
+        "for _ in range(2):\n"
+        "    await asyncio.gather(*[tools.sleep({'seconds': 0.02}) for _ in range(30)])\n"
+        "return 1"
     )
     tools = ToolBox()
-    first = await housekept.run(code, tool_names=["sleep"], call_tool=tools)
-    assert first.result == 30, first
-    runners = housekept._runners
-    assert runners is not None
-    assert runners.parked >= 29
-    parked = _call_runner_tasks()
-    second = await housekept.run(code, tool_names=["sleep"], call_tool=tools)
-    assert second.result == 30, second
+    answered_by: list[set[int]] = [set(), set()]
+    calls = 0
+
+    async def call_tool(name: str, args: Any) -> ToolAnswer:
+        nonlocal calls
+        answered_by[calls // 30].add(anyio.get_current_task().id)
+        calls += 1
+        return await tools(name, args)
+
+    outcome = await housekept.run(code, tool_names=["sleep"], call_tool=call_tool)
+    assert outcome.result == 1, outcome
     assert tools.max_in_flight == 30
-    assert _call_runner_tasks() <= parked  # no new task answered a call
+    assert len(answered_by[0]) == 30  # the run's own task and 29 runners
+    # The second burst is answered by the tasks parked after the first (but
+    # the one or two that take over the reading): not 30 new ones.
+    assert len(answered_by[1] - answered_by[0]) <= 2
+    assert not _call_runner_tasks()
 
 
 async def test_closing_the_runtime_ends_a_run_in_flight() -> None:
@@ -941,6 +907,8 @@ async def test_a_runtime_that_cannot_start_raises_its_own_error(tmp_path: Path) 
     python = tmp_path / "python"
     python.write_text("#!/bin/sh\nexit 3\n")
     python.chmod(0o755)
-    with pytest.raises(WorkerStartError):
-        async with SubprocessRuntime(python=str(python)):
-            pass
+    async with SubprocessRuntime(python=str(python)) as backend:
+        with pytest.raises(WorkerStartError):
+            await backend.start()
+        with pytest.raises(WorkerStartError):
+            await backend.run("return 1", tool_names=[], call_tool=ToolBox())
