@@ -33,7 +33,7 @@ from registry import (
     ToolRunContext,
     text_block,
 )
-from runtime import Isolation, Limits, RunOutcome, Runtime, get_runtime
+from runtime import Isolation, Limits, RunOutcome, Runtime, ToolNames, get_runtime
 from sdkgen import render_sdk
 
 from ._bridge import Bridge, Settlement, SubCall
@@ -299,7 +299,8 @@ class CodeExecutor:
         self._run_slots = anyio.CapacityLimiter(max_concurrent_runs)
         self._delivery = EventDelivery()
         self._sdk_cache: dict[str | None, str] = {}
-        self._dispose_watch = registry.on_change(self._sdk_cache.clear)
+        self._names_cache: dict[str | None, ToolNames] = {}
+        self._dispose_watch = registry.on_change(self._on_registry_change)
         self._active_roots: dict[str, int] = {}  # outer call id -> calls running under it
         self._dispose_progress = registry.on_progress(self._on_progress)
         self.transport = ToolDefinition(
@@ -316,6 +317,10 @@ class CodeExecutor:
         )
 
     # ------------------------------------------------------------------ model input
+
+    def _on_registry_change(self) -> None:
+        self._sdk_cache.clear()
+        self._names_cache.clear()
 
     def sdk_text(self, scope: str | None = None) -> str:
         """The ``tools:sdk`` section for the tools ``scope`` can see."""
@@ -735,7 +740,7 @@ class CodeExecutor:
             # The sub-calls run in tasks of their own: their parent is passed on.
             trace_parent=self._tracing.current() if state.span is None else state.span.context,
         )
-        tool_names = [d.name for d in self.registry.definitions(ctx.scope)]
+        tool_names = self._tool_names(ctx.scope)
         live = None
         if self.on_event is not None and self.live_logs is not None and _takes_on_log(runtime):
             live = LiveLog(self._publish, ctx.call_id, self.live_logs)
@@ -764,6 +769,18 @@ class CodeExecutor:
             state.abandoned.extend(await bridge.drain())
         state.isolation = outcome.isolation
         return outcome, bridge
+
+    def _tool_names(self, scope: str | None) -> ToolNames:
+        """The names ``scope`` can call, checked once per registry change.
+
+        The same value every run, so the runtime's work on it (checking,
+        encoding) is done once too: a run costs the same with 10 tools or 5,000.
+        """
+        names = self._names_cache.get(scope)
+        if names is None:
+            names = ToolNames(d.name for d in self.registry.definitions(scope))
+            self._names_cache[scope] = names
+        return names
 
     def _limits_of(self, runtime: Runtime) -> Limits:
         """The limits of this executor's runs (the runtime's own by default)."""

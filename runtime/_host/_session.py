@@ -33,7 +33,15 @@ import anyio.abc
 import anyio.lowlevel
 import orjson
 
-from .._base import CallTool, CancelSignal, FailureKind, Limits, RunOutcome, ToolAnswer
+from .._base import (
+    CallTool,
+    CancelSignal,
+    FailureKind,
+    Limits,
+    RunOutcome,
+    ToolAnswer,
+    check_tool_names,
+)
 from .._worker._program import is_memory_error, log_cost
 from .._worker._protocol import HEADER, ProtocolError, encode_frame, parse_worker_frame
 from ._channel import ChannelClosed, FrameChannel
@@ -88,11 +96,12 @@ async def drive_run(
     ``on_log``, when given, is called with each line of output as its frame
     is read (see ``Runtime.run``).
     """
-    names = frozenset(tool_names)
+    names = check_tool_names(tool_names)
     fields: dict[str, Any] = {
         "type": "run",
         "code": code,
-        "tools": sorted(names),
+        # Encoded once per set of names (the same ToolNames come back run after run).
+        "tools": names.derived("run-frame-tools", _encoded_names),
         "max_output_bytes": limits.max_output_bytes,
         "max_tool_calls": limits.max_tool_calls,
         "max_message_bytes": limits.max_message_bytes,
@@ -120,6 +129,10 @@ async def drive_run(
     return await session.run(
         memoryview(data)[sent:] if sent < len(data) else None, cancel, while_waiting, runs
     )
+
+
+def _encoded_names(names: frozenset[str]) -> orjson.Fragment:
+    return orjson.Fragment(orjson.dumps(sorted(names)))
 
 
 class OpenRuns:
