@@ -633,13 +633,20 @@ class Tools:
 
 
 class LogWriter(io.TextIOBase):
-    """``sys.stdout``/``sys.stderr`` of the program: complete lines become log frames."""
+    """``sys.stdout``/``sys.stderr`` of the program: complete lines become log frames.
+
+    A partial line longer than :data:`MAX_PARTIAL_CHARS` goes as a line of its
+    own; a newline written right after it ends that line (``print`` writes
+    its text, then the newline), it does not add an empty one.
+    """
 
     def __init__(self, run: ProgramRun) -> None:
         super().__init__()
         self._run = run
         self._partial: list[str] = []
         self._partial_chars = 0
+        # A long partial line went out, and no newline has ended it yet.
+        self._sent_open_line = False
 
     @property
     def encoding(self) -> str:  # type: ignore[override]
@@ -652,6 +659,10 @@ class LogWriter(io.TextIOBase):
         if type(text) is not str:
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
         size = len(text)
+        if self._sent_open_line and text:
+            self._sent_open_line = False
+            if text[0] == "\n":
+                text = text[1:]  # it ends the line already sent
         if "\n" in text:
             head, _, tail = text.rpartition("\n")
             if self._partial:
@@ -664,9 +675,10 @@ class LogWriter(io.TextIOBase):
                 self._partial_chars = len(tail)
         elif text:
             self._partial.append(text)
-            self._partial_chars += size
+            self._partial_chars += len(text)
             if self._partial_chars > MAX_PARTIAL_CHARS:
                 self.drain()
+                self._sent_open_line = True
         return size
 
     def drain(self) -> None:
