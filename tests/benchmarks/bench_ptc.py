@@ -16,9 +16,9 @@ from typing import Any
 import anyio
 
 from ptc import CodeExecutor
-from ptc.testing import InProcessRuntime
 from registry import ToolRegistry
 from runtime import Runtime, get_runtime
+from runtime.testing import InProcessRuntime
 
 PROGRAMS = {
     "0 sub-calls": "return 1",

@@ -9,7 +9,6 @@ from typing import Any
 import anyio
 import pytest
 
-from ptc.testing import InProcessRuntime
 from registry import (
     ToolDefinition,
     ToolError,
@@ -18,6 +17,7 @@ from registry import (
     ToolRunContext,
 )
 from runtime import Runtime
+from runtime.testing import InProcessRuntime
 
 
 @dataclass

@@ -9,7 +9,6 @@ import orjson
 import pytest
 
 from ptc import CODE_ONLY_RULE, CodeExecutor, ExecutorConfigError, ModelCall
-from ptc.testing import InProcessRuntime
 from registry import (
     AbortSignal,
     Allow,
@@ -21,7 +20,7 @@ from registry import (
     ToolRegistry,
 )
 from runtime import Limits, Runtime, SubprocessRuntime
-from runtime.testing import ToolBox
+from runtime.testing import InProcessRuntime, ToolBox
 
 from .conftest import Recorder
 

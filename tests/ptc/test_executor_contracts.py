@@ -22,7 +22,6 @@ from ptc import (
     ExecutorConfigError,
     ModelCall,
 )
-from ptc.testing import InProcessRuntime
 from registry import (
     ToolDefinition,
     ToolOutput,
@@ -30,6 +29,7 @@ from registry import (
     ToolRunContext,
 )
 from runtime import Limits, Runtime
+from runtime.testing import InProcessRuntime
 
 from .conftest import Recorder
 
@@ -98,7 +98,7 @@ async def test_cancelling_a_batch_gives_each_started_call_its_result(tools: Tool
         ModelCall(
             call_id=f"c{i}",
             name="run_code",
-            arguments={"code": "await asyncio.sleep(30)", "description": "wait"},
+            arguments={"code": "import asyncio\nawait asyncio.sleep(30)", "description": "wait"},
         )
         for i in range(3)
     ]

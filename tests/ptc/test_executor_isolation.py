@@ -8,9 +8,9 @@ import pytest
 
 from ptc import CodeExecutor
 from ptc._exceptions import ExecutorConfigError
-from ptc.testing import InProcessRuntime
 from registry import ToolRegistry
 from runtime import SubprocessRuntime
+from runtime.testing import InProcessRuntime
 
 pytestmark = pytest.mark.anyio
 

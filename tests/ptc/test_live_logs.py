@@ -10,9 +10,9 @@ import pytest
 
 import ptc._live
 from ptc import CodeExecutor, ExecutorConfigError, LiveLogs
-from ptc.testing import InProcessRuntime
 from registry import ToolRegistry
 from runtime import CallTool, CancelSignal, Limits, RunOutcome, Runtime, SubprocessRuntime
+from runtime.testing import InProcessRuntime
 
 pytestmark = pytest.mark.anyio
 
@@ -73,53 +73,6 @@ class _Spy(InProcessRuntime):
             cancel=cancel,
             on_log=on_log,
         )
-
-
-# --------------------------------------------------------------------------- the fake runtime
-
-
-async def test_the_in_process_runtime_passes_each_line_as_it_is_printed() -> None:
-    seen: list[str] = []
-
-    async def call_tool(name: str, args: Any) -> Any:
-        from runtime import ToolAnswer
-
-        return ToolAnswer.success(list(seen))
-
-    outcome = await InProcessRuntime().run(
-        "print('a\\nb', end='')\n"
-        "print('c')\n"
-        "print('x\\r', end='')\n"  # a "\r\n" split across two prints is one line break
-        "print('\\ny')\n"
-        "before = await tools.snapshot({})\n"
-        "print('tail', end='')\n"
-        "return before\n",
-        tool_names=["snapshot"],
-        call_tool=call_tool,
-        on_log=seen.append,
-    )
-    assert outcome.ok, outcome.message
-    assert outcome.result == ["a", "bc", "x", "y"]
-    assert seen == outcome.logs == ["a", "bc", "x", "y", "tail"]
-
-
-async def test_the_in_process_runtime_contains_an_on_log_that_raises(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    def on_log(line: str) -> None:
-        raise ValueError(line)
-
-    with caplog.at_level("DEBUG", logger="ptc"):
-        outcome = await InProcessRuntime().run(
-            "print(1)\nprint(2)\nreturn 3", tool_names=[], call_tool=_no_tool, on_log=on_log
-        )
-    assert outcome.ok and outcome.result == 3 and outcome.logs == ["1", "2"]
-    failures = [r for r in caplog.records if r.exc_info]
-    assert [r.levelname for r in failures] == ["ERROR", "DEBUG"]
-
-
-async def _no_tool(name: str, args: Any) -> Any:
-    raise AssertionError("no tool call expected")
 
 
 # --------------------------------------------------------------------------- events

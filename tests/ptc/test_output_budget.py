@@ -30,9 +30,9 @@ from ptc import (
     OutputSpill,
 )
 from ptc._executor import RUN_RESULT_SCHEMA
-from ptc.testing import InProcessRuntime
 from registry import ToolDefinition, ToolOutput, ToolRegistry, ToolRunContext, ToolSuccess
 from runtime import SubprocessRuntime
+from runtime.testing import InProcessRuntime
 
 pytestmark = pytest.mark.anyio
 

@@ -27,7 +27,6 @@ from ptc import CodeExecutor
 from ptc._budget import apply_output_budget, over_budget
 from ptc._media import MAX_MEDIA_BLOCKS, MEDIA_BUDGET_CHARS, find_media
 from ptc._serve import CodeModeServer
-from ptc.testing import InProcessRuntime
 from registry import (
     MCP_OUTPUT,
     ToolDefinition,
@@ -39,6 +38,7 @@ from registry import (
     text_block,
 )
 from runtime import Runtime, SubprocessRuntime, get_runtime
+from runtime.testing import InProcessRuntime
 
 pytestmark = pytest.mark.anyio
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from ptc import CodeExecutor, ModelCall
-from ptc.testing import InProcessRuntime
 from registry import ToolCall, ToolRegistry, ToolRunContext
+from runtime.testing import InProcessRuntime
 
 pytestmark = pytest.mark.anyio
 

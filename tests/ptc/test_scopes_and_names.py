@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from ptc import CodeExecutor, ModelCall
-from ptc.testing import InProcessRuntime
 from registry import (
     UNKNOWN_TOOL,
     ToolDefinition,
@@ -20,6 +19,7 @@ from registry import (
     ToolRunContext,
     UnknownScopeError,
 )
+from runtime.testing import InProcessRuntime
 
 pytestmark = pytest.mark.anyio
 

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from ptc import CodeExecutor
-from ptc.testing import InProcessRuntime
 from registry import (
     Deny,
     ToolDefinition,
@@ -21,6 +20,7 @@ from registry import (
     ToolRunContext,
 )
 from runtime import Runtime, SubprocessRuntime, get_runtime
+from runtime.testing import InProcessRuntime
 
 pytestmark = pytest.mark.anyio
 

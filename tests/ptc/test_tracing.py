@@ -22,9 +22,9 @@ from opentelemetry.trace import StatusCode
 
 import ptc._tracing
 from ptc import CODE_RUN_FAILED, CodeExecutor, ModelCall
-from ptc.testing import InProcessRuntime
 from registry import AbortSignal, ToolRegistry
 from runtime import Limits, SubprocessRuntime
+from runtime.testing import InProcessRuntime
 
 from .conftest import Recorder
 
@@ -407,7 +407,7 @@ def _python(script: str, *, block_otel: bool = False) -> str:
 _RUN_ONE = """
     import anyio
     from ptc import CodeExecutor
-    from ptc.testing import InProcessRuntime
+    from runtime.testing import InProcessRuntime
     from registry import ToolRegistry
 
     reg = ToolRegistry()

@@ -25,7 +25,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from ptc import CodeExecutor
-from ptc.testing import InProcessRuntime
 from registry import (
     INVALID_ARGS,
     INVALID_TOOL_OUTPUT,
@@ -37,6 +36,7 @@ from registry import (
     ToolSuccess,
     define_tool,
 )
+from runtime.testing import InProcessRuntime
 from sdkgen import render_sdk
 
 UTC = dt.UTC

@@ -40,7 +40,6 @@ from ptc.adapters import (
     register_langchain_tools,
     register_pydantic_ai_tools,
 )
-from ptc.testing import InProcessRuntime
 from registry import (
     APPROVAL_UNAVAILABLE,
     INVALID_ARGS,
@@ -55,6 +54,7 @@ from registry import (
     ToolSuccess,
 )
 from runtime import Limits
+from runtime.testing import InProcessRuntime
 
 pytestmark = pytest.mark.anyio
 

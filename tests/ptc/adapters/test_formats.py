@@ -66,7 +66,6 @@ from ptc.adapters import (
     system_prompt,
 )
 from ptc.adapters._formats import _strict_problem
-from ptc.testing import InProcessRuntime
 from registry import (
     ToolDefinition,
     ToolOutput,
@@ -75,6 +74,7 @@ from registry import (
     ToolRunContext,
     ToolSuccess,
 )
+from runtime.testing import InProcessRuntime
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "examples"))

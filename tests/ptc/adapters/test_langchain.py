@@ -25,7 +25,6 @@ from ptc import (
 )
 from ptc.adapters import code_mode_langchain_tool
 from ptc.adapters._langchain import _BACKGROUND, tool_output
-from ptc.testing import InProcessRuntime
 from registry import (
     ToolExecution,
     ToolFailure,
@@ -36,6 +35,7 @@ from registry import (
     UnknownScopeError,
 )
 from runtime import Limits
+from runtime.testing import InProcessRuntime
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -198,7 +198,11 @@ async def test_ainvoke_with_plain_arguments_gives_the_text(
         (program("return (1 +"), "Error: code run failed (syntax)"),
         (
             program("raise ValueError('boom')"),
-            "Error: code run failed (exception): ValueError: boom",
+            # The traceback in the program's own lines, as every backend reports it.
+            "Error: code run failed (exception): Traceback (most recent call last):\n"
+            '  File "<program>", line 1, in <module>\n'
+            "    raise ValueError('boom')\n"
+            "ValueError: boom",
         ),
         ({"code": "return 1"}, "'description' is a required property"),
         ({**program("return 1"), "extra": 1}, "Additional properties are not allowed"),
