@@ -1,4 +1,6 @@
-"""Every error of ptc (the executor and the CLI), in one tree::
+"""Every error of ptc (the executor and the CLI), in one tree.
+
+::
 
     ToolError (registry)
     ├── CodeRunFailedError     CODE_RUN_FAILED: the program failed (data, not a crash)

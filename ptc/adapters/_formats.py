@@ -1,5 +1,6 @@
-"""The executor in the shapes of the raw model APIs: OpenAI Chat Completions and
-Responses, and Anthropic Messages.
+"""The executor in the shapes of the raw model APIs.
+
+The APIs: OpenAI Chat Completions and Responses, and Anthropic Messages.
 
     tools = openai_chat_tools(executor)              # or openai_responses_tools, anthropic_tools
     system = system_prompt(executor)                 # the SDK and the code-only rule
@@ -9,7 +10,7 @@ Responses, and Anthropic Messages.
 
 Nothing here imports ``openai`` or ``anthropic``: the functions read the SDKs' objects by
 their fields (the dicts they serialise to work as well) and build plain dicts that are the
-SDKs' own request ``TypedDict``\\s.
+SDKs' own request ``TypedDict`` types.
 
 **Strict schemas (OpenAI).** A tool is sent with ``strict: true`` when its parameters can
 be put in strict form without changing what they mean (see :func:`strict_json_schema`):
@@ -445,7 +446,7 @@ def openai_chat_calls(
     executor: CodeExecutor | None = None,
     scope: str | None = None,
 ) -> list[ModelCall]:
-    """The tool calls of a Chat Completions answer as ``ModelCall``\\s, in order.
+    """The tool calls of a Chat Completions answer as ``ModelCall`` objects, in order.
 
     ``message`` is a ``ChatCompletion`` (its first choice), its ``message``, the
     message's ``tool_calls``, or the dict form of any of them. Arguments are parsed from
@@ -475,7 +476,7 @@ def openai_responses_calls(
     executor: CodeExecutor | None = None,
     scope: str | None = None,
 ) -> list[ModelCall]:
-    """The ``function_call`` items of a Responses answer as ``ModelCall``\\s, in order.
+    """The ``function_call`` items of a Responses answer as ``ModelCall`` objects, in order.
 
     ``response`` is a ``Response``, its ``output`` items, or the dict form of either;
     items of other kinds (messages, reasoning) are skipped.
@@ -498,7 +499,7 @@ def anthropic_calls(
     executor: CodeExecutor | None = None,
     scope: str | None = None,
 ) -> list[ModelCall]:
-    """The ``tool_use`` blocks of an Anthropic message as ``ModelCall``\\s, in order.
+    """The ``tool_use`` blocks of an Anthropic message as ``ModelCall`` objects, in order.
 
     ``message`` is a ``Message``, its ``content`` blocks, or the dict form of either;
     blocks of other kinds (text, thinking) are skipped.

@@ -586,8 +586,9 @@ class WorkerPool:
                 spare.greeting = take_greeting(spare.sock)
 
     def tidy(self) -> None:
-        """Take in the replies (new spares) waiting on the control socket, if any,
-        and the spares' greetings (see :meth:`greet`).
+        """Take in the replies waiting on the control socket and the spares' greetings.
+
+        The replies are new spares, if any; for the greetings see :meth:`greet`.
 
         For a moment when the host would otherwise wait (a run calls it while its
         worker starts): the next :meth:`acquire` then finds them collected. A

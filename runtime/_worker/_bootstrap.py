@@ -581,10 +581,13 @@ class _PrewarmRun(_ChannelRun):
 def _prewarm(
     sock: socket.socket, loop: asyncio.AbstractEventLoop, settings: WorkerSettings
 ) -> None:
-    """Walk a run's own code path once (no frames sent, no import guard) so a
-    fork's copy-on-write faults (and the interpreter's first-call work on each
-    function) happen while the worker is a spare, not while a program waits:
-    from the frames a run starts with to the bytes of its final frame."""
+    """Walk a run's own code path once, while the worker is a spare.
+
+    No frames are sent and there is no import guard. A fork's copy-on-write
+    faults (and the interpreter's first-call work on each function) then happen
+    before a program waits, not while it does: from the frames a run starts
+    with to the bytes of its final frame.
+    """
     run = _PrewarmRun(sock, loop, settings)
     run.final = False
     frame = {

@@ -98,9 +98,11 @@ NOTHING = _Nothing()
 
 
 class ToolCallError(Exception):
-    """A tool call failed: ``tool_name`` says which, ``message`` why, and ``code``
-    is the failure's stable code (``NOT_FOUND``, ``TOOL_TIMEOUT``, ``TOOL_DENIED``,
-    ...), or ``None`` when the failure has none, so a program can branch on it.
+    """A tool call failed: ``tool_name`` says which, ``message`` why, ``code`` how.
+
+    ``code`` is the failure's stable code (``NOT_FOUND``, ``TOOL_TIMEOUT``,
+    ``TOOL_DENIED``, ...), or ``None`` when the failure has none, so a program
+    can branch on it.
 
     ``str()`` names the tool once: ``<tool_name>: <message>``, or the message
     alone when it already names the tool.
@@ -227,7 +229,7 @@ class ProgramRun(Protocol):
 
 
 def log_cost(frame_bytes: int, newlines: int) -> int:
-    """What one log frame counts toward the output limit, on either end of the wire.
+    r"""What one log frame counts toward the output limit, on either end of the wire.
 
     ``frame_bytes`` is the size of the frame's JSON payload and ``newlines``
     the number of ``"\n"`` in its text. The count is the text as JSON

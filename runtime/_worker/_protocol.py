@@ -1,4 +1,4 @@
-"""The wire between host and worker: length-prefixed orjson frames.
+r"""The wire between host and worker: length-prefixed orjson frames.
 
 A frame is a 4-byte big-endian payload length followed by one orjson object.
 This module is imported by the host *and* by the worker (inside the zygote), so
@@ -8,7 +8,7 @@ Worker -> host::
 
     {"type": "ready", "layers": [[name, active, detail], ...]}
     {"type": "call", "id": n, "name": tool_name, "args": json}     # ids 1, 2, 3, ...
-    {"type": "log", "text": "one or more lines joined by \\n"}
+    {"type": "log", "text": "one or more lines joined by \n"}
     {"type": "overflow", "text": spaces}  # counted output standing in for a
                                           # result too big for any frame
     {"type": "done"} | {"type": "done", "result": json}

@@ -93,12 +93,14 @@ _DECODER = json.JSONDecoder()
 
 
 def dumps(value: object) -> str:
+    """The JSON text of ``value`` (through the C encoder where there is one)."""
     if _ENCODE is not None:
         return "".join(_ENCODE(value, 0))
     return _ENCODER.encode(value)
 
 
 def loads(text: str) -> Any:
+    """The value the JSON ``text`` holds (the fast scanner first, the full decoder if need be)."""
     try:
         value, end = _DECODER.scan_once(text, 0)  # type: ignore[attr-defined]
     except StopIteration:
@@ -550,7 +552,7 @@ def _warm_up_calls(send: Send | None) -> None:
 
 
 def attach(send: Send, layers: str, schedule: object = None) -> Callable[[str], None]:
-    """Send the ``ready`` frame through ``send``; return the handler for host frames.
+    r"""Send the ``ready`` frame through ``send``; return the handler for host frames.
 
     ``layers`` is the JSON list of ``[name, active, detail]`` triples the host
     shows as this worker's isolation layers; ``schedule`` replaces the event
