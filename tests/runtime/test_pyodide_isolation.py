@@ -106,11 +106,19 @@ def spy_on_workers(runtime: Any) -> list[Any]:
     return served
 
 
-async def home_removed(worker: Any) -> None:
-    """Wait until ``worker``'s home is gone (the runtime removes it once the worker exited)."""
+async def home_removed(runtime: Any, worker: Any) -> None:
+    """Assert ``worker``'s home is gone once it exited and the runtime next collected.
+
+    A runtime keeps no task of its own: a killed worker's home is removed at the
+    next run's start (or by ``aclose``), once the worker has exited.
+    """
     with anyio.fail_after(10):
-        while worker.home.exists():  # noqa: ASYNC110 - the runtime's task removes it
+        while worker.alive:  # noqa: ASYNC110 - Deno's teardown takes tens of ms
             await anyio.sleep(0.01)
+    assert worker.home.exists()  # nothing removed it behind the runtime's back
+    outcome = await run(runtime, "return 1")
+    assert outcome.ok, outcome.message
+    assert not worker.home.exists()
 
 
 def tree(root: Path) -> dict[str, int]:
@@ -225,7 +233,7 @@ return {"stored": stored, "errors": errors}
     )
     assert outcome.ok, outcome.message
     (worker,) = served
-    await home_removed(worker)  # its DENO_DIR and working directory went with it
+    await home_removed(either, worker)  # its DENO_DIR and working directory went with it
     assert not worker.alive
     assert tree(deno_dir) == before
     if either.lockdown:
