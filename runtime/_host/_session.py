@@ -48,7 +48,7 @@ from ._channel import ChannelClosed, FrameChannel
 from ._pool import ExitStatus, Worker
 from ._runners import RUNNERS_KEPT, CallRunners, InContext
 
-__all__ = ["OpenRuns", "drive_run"]
+__all__ = ["OpenRuns", "drive_run", "tell_lines"]
 
 logger = logging.getLogger("runtime")
 
@@ -133,6 +133,32 @@ async def drive_run(
 
 def _encoded_names(names: frozenset[str]) -> orjson.Fragment:
     return orjson.Fragment(orjson.dumps(sorted(names)))
+
+
+def tell_lines(
+    on_log: Callable[[str], None],
+    context: contextvars.Context,
+    lines: Sequence[str],
+    *,
+    failed: bool,
+) -> bool:
+    """Pass ``lines`` to ``on_log`` in a copy of ``context``; whether it has ever raised.
+
+    What it raises is logged with its traceback the first time in a run
+    (``failed`` false), at debug level after that: a callback broken for good
+    must not flood the log with a traceback per line.
+    """
+    run_context = context.copy()
+    for line in lines:
+        try:
+            run_context.run(on_log, line)
+        except Exception:
+            if failed:
+                logger.debug("on_log raised again", exc_info=True)
+            else:
+                failed = True
+                logger.exception("on_log raised (the run goes on)")
+    return failed
 
 
 class OpenRuns:
@@ -455,18 +481,8 @@ class _Session:
         in a run, at debug level after that (a callback broken for good must
         not flood the log with a traceback per line).
         """
-        on_log = self.on_log
-        assert on_log is not None
-        context = self.context.copy()
-        for line in lines:
-            try:
-                context.run(on_log, line)
-            except Exception:
-                if self.log_failed:
-                    logger.debug("on_log raised again", exc_info=True)
-                else:
-                    self.log_failed = True
-                    logger.exception("on_log raised (the run goes on)")
+        assert self.on_log is not None
+        self.log_failed = tell_lines(self.on_log, self.context, lines, failed=self.log_failed)
 
     def hand_over(self, call: _Call | None) -> None:
         """Give ``call`` (``None``: the reading) to a runner of the run."""

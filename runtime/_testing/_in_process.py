@@ -15,7 +15,6 @@ import builtins
 import contextlib
 import contextvars
 import linecache
-import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -27,6 +26,7 @@ import orjson
 
 from .._base import CallTool, CancelSignal, FailureKind, Limits, RunOutcome, Runtime, ToolAnswer
 from .._base import ToolNames as ToolNames
+from .._host._session import tell_lines
 from .._worker._bootstrap import _MAX_MESSAGE_CHARS, _TOO_MANY_BRACKETS, _brackets
 from .._worker._program import (
     MAX_FRAME_BRACKETS,
@@ -49,7 +49,6 @@ from .._worker._program import (
 
 __all__ = ["InProcessRuntime"]
 
-logger = logging.getLogger("runtime")
 
 # Frames of these directories are the runtime's, not the program's: a
 # failure's traceback leaves them out, as a worker's does.
@@ -364,18 +363,8 @@ class _InProcessRun:
 
     def tell(self, lines: Sequence[str]) -> None:
         """Pass ``lines`` to ``on_log``; what it raises is logged (once with its traceback)."""
-        on_log = self.on_log
-        assert on_log is not None
-        context = self.context.copy()
-        for line in lines:
-            try:
-                context.run(on_log, line)
-            except Exception:
-                if self.log_failed:
-                    logger.debug("on_log raised again", exc_info=True)
-                else:
-                    self.log_failed = True
-                    logger.exception("on_log raised (the run goes on)")
+        assert self.on_log is not None
+        self.log_failed = tell_lines(self.on_log, self.context, lines, failed=self.log_failed)
 
     def call(self, name: str, args: Any) -> asyncio.Future[Any]:
         """A worker's call frame: checked as lossless JSON and bounded, then answered."""
