@@ -400,6 +400,29 @@ async def test_runs_beyond_the_queue_are_busy_at_once(
     assert recorder.peak == 16
 
 
+@pytest.mark.parametrize(("slots", "queue"), [(2, 0), (1, 3)])
+async def test_the_run_slots_and_the_queue_are_configurable(
+    tools: ToolRegistry, recorder: Recorder, slots: int, queue: int
+) -> None:
+    ex, _ = _executor(tools, max_concurrent_runs=slots, max_queued_runs=queue)
+    results: list[Any] = []
+
+    async def one(i: int) -> None:
+        results.append(await ex.run_code(f"return await tools.read({{'key': '{i}', 'gate': 'g'}})"))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(slots + queue + 3):
+            tg.start_soon(one, i)
+        await _until(lambda: len(results) == 3 and recorder.running == slots)
+        assert all(r.is_error and r.error.info.code == EXECUTOR_BUSY for r in results)
+        assert results[0].error.message.startswith(
+            f"executor busy: all {slots} run slots are taken and the queue of {queue} is full; "
+        )
+        recorder.gate("g").set()
+    assert sum(not r.is_error for r in results) == slots + queue
+    assert recorder.peak == slots
+
+
 async def test_waiting_for_a_run_slot_counts_against_the_wall_clock(
     tools: ToolRegistry, recorder: Recorder
 ) -> None:
