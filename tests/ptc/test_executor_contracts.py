@@ -109,6 +109,28 @@ async def test_cancelling_a_batch_gives_each_started_call_its_result(tools: Tool
     assert events[-1]["error"]["info"]["code"] == "ABORTED"
 
 
+async def test_cancelling_overlapping_native_calls_gives_each_its_result(
+    tools: ToolRegistry, recorder: Recorder
+) -> None:
+    ex, events = _executor(tools, mode="both")
+    running = recorder.when_running(3)
+    batch = [
+        ModelCall(call_id=f"n{i}", name="read", arguments={"key": str(i), "gate": "never"})
+        for i in range(3)
+    ]
+    with anyio.move_on_after(10) as scope:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ex.execute, batch)
+            await running.wait()
+            scope.cancel()
+    assert scope.cancelled_caught
+    results = [e for e in events if e["type"] == "tool/result"]
+    assert sorted(e["id"] for e in results) == ["n0", "n1", "n2"]
+    assert all(e["error"]["info"]["code"] == "ABORTED" for e in results)
+    assert recorder.running == 0
+    _assert_accounting(events)
+
+
 class _SinkBug(BaseException):
     pass
 
