@@ -61,14 +61,16 @@ async def test_running_in_a_scope_that_does_not_exist_raises_before_any_event(
     assert events == []
 
 
-@pytest.mark.parametrize("command", ["tools", "sdk"])
+@pytest.mark.parametrize("command", ["tools", "sdk", "run"])
 def test_the_cli_says_a_scope_does_not_exist_in_one_line(command: str) -> None:
     from typer.testing import CliRunner
 
     from ptc._cli import app
 
-    spec = f"{Path(__file__).parents[2] / 'examples' / 'tools.py'}:registry"
-    out = CliRunner().invoke(app, [command, "--tools", spec, "--scope", "typo"])
+    examples = Path(__file__).parents[2] / "examples"
+    spec = f"{examples / 'tools.py'}:registry"
+    program = [str(examples / "programs" / "fanout_search.py")] if command == "run" else []
+    out = CliRunner().invoke(app, [command, *program, "--tools", spec, "--scope", "typo"])
     assert out.exit_code == 2, out.output
     assert out.output.strip().splitlines() == [
         "ptc: error: unknown scope 'typo'; no scopes are declared (add_scope() declares one)"
