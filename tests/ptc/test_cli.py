@@ -307,6 +307,10 @@ def test_doctor_says_the_worker_fails_closed_and_what_the_allow_list_is() -> Non
     assert "the OS layers above are the boundary" in text
     os_section = text.split("language layer")[0]
     assert "import allow-list" not in os_section
+    # The Pyodide worker's section says storage is off and the realm locked down.
+    pyodide_section = text.split("Pyodide worker (WebAssembly in Deno)")[1]
+    assert re.search(r"^  storage +off \(no web storage", pyodide_section, re.M), pyodide_section
+    assert re.search(r"^  realm +locked down", pyodide_section, re.M), pyodide_section
 
 
 def test_doctor_on_a_host_without_user_namespaces_names_them_and_the_ways_out() -> None:

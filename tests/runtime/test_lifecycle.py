@@ -260,6 +260,7 @@ async def run_hostile(layers: str, end: str, final: str) -> tuple[RunOutcome | N
     abort = Abort()
     outcome: list[RunOutcome] = []
     returned: list[float] = []
+    before = descendant_count()
     async with backend, anyio.create_task_group() as group:
         scope = anyio.CancelScope()
 
@@ -294,6 +295,8 @@ async def run_hostile(layers: str, end: str, final: str) -> tuple[RunOutcome | N
         await anyio.sleep(0.002)
         left = running(watch.processes)
     assert left == [], f"{left} of the run's processes {sorted(watch.processes)} outlived it"
+    # And the host's own children (zombies included) are back at their number.
+    assert await poll(lambda: descendant_count() == before, 1.0), (descendant_count(), before)
     return (outcome[0] if outcome else None), watch
 
 

@@ -14,23 +14,27 @@ import os
 import signal
 import socket
 import struct
+import typing
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import orjson
 import pytest
 
-from runtime import Limits, RunOutcome, SubprocessRuntime
+from runtime import FailureKind, Limits, RunOutcome, SubprocessRuntime
 from runtime._host._pool import Worker
 from runtime._host._session import drive_run
 from runtime._worker._imports import DEFAULT_ALLOWED_MODULES
+from runtime._worker._protocol import WORKER_ERROR_KINDS
 from runtime.testing import ToolBox
 
 pytestmark = pytest.mark.anyio
 
 MiB = 1 << 20
 READY = {"type": "ready", "layers": [["rlimits", True, "fake"]]}
-LIMIT_KINDS = ["timeout", "memory", "output_limit", "tool_call_limit"]
+# Every kind only the host may decide once the worker said "ready" ("sandbox"
+# comes instead of "ready" or not at all).
+HOST_KINDS = sorted(set(typing.get_args(FailureKind)) - WORKER_ERROR_KINDS | {"sandbox"})
 # The worker's run, reachable from any program without an import: what a
 # program that bypasses the bootstrap's own code writes to the channel with.
 CHANNEL = "sock = tools._bindings['echo']._run.sock\n"
@@ -63,7 +67,7 @@ def raw_frame(frame: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- real workers
 
 
-@pytest.mark.parametrize("kind", LIMIT_KINDS)
+@pytest.mark.parametrize("kind", HOST_KINDS)
 async def test_a_forged_final_frame_claiming_a_limit_is_a_protocol_failure(
     hostile: SubprocessRuntime, kind: str
 ) -> None:
@@ -204,7 +208,7 @@ async def drive(fake: FakeWorker, limits: Limits) -> RunOutcome:
 LIMITS = Limits(timeout=5, cpu_seconds=2, memory_bytes=512 * MiB)
 
 
-@pytest.mark.parametrize("kind", LIMIT_KINDS)
+@pytest.mark.parametrize("kind", HOST_KINDS)
 async def test_a_worker_that_claims_a_host_kind_broke_the_protocol(
     fake: FakeWorker, kind: str
 ) -> None:
