@@ -35,6 +35,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 from collections import deque
 from dataclasses import dataclass
@@ -53,6 +54,9 @@ _MAX_WASM_PAGES = 65536  # wasm32: 4 GiB
 _MIN_WASM_BYTES = 128 * _MiB  # the snapshot alone restores ~32 MiB
 _STDERR_TAIL = 8192
 _REAP_TIMEOUT = 5.0
+# ``ru_maxrss`` is in KiB on Linux but in bytes on macOS: read as KiB there, any
+# worker that ended without a result would pass for a memory kill.
+_RU_MAXRSS_UNIT = 1 if sys.platform == "darwin" else 1024
 #: The name every worker's home directory starts with (in the system's temp dir).
 HOME_PREFIX = "ptc-deno-"
 #: The largest file a worker's Deno may write (``RLIMIT_FSIZE``): its caches stay
@@ -322,7 +326,7 @@ class DenoWorker(Worker):
         self._status = status
         if usage is not None:
             self._cpu_used = usage.ru_utime + usage.ru_stime
-            self._max_rss = usage.ru_maxrss * 1024
+            self._max_rss = usage.ru_maxrss * _RU_MAXRSS_UNIT
         # Popen must know too, or it warns that the process is still running.
         self.popen.returncode = os.waitstatus_to_exitcode(status)
         return True
