@@ -78,6 +78,14 @@ async def test_the_default_refuses_a_kernel_without_landlock(tmp_path: Path) -> 
     assert "`ptc doctor`" in outcome.message
 
 
+async def test_the_default_refuses_a_kernel_without_seccomp_filters(tmp_path: Path) -> None:
+    outcome, calls = await run_once(SubprocessRuntime(python=python_wrapper(tmp_path, "seccomp")))
+    assert outcome.kind == "sandbox" and calls == []
+    assert "layer 'seccomp' is unavailable" in outcome.message
+    assert "`ptc doctor`" in outcome.message and 'runtime "pyodide"' in outcome.message
+    assert outcome.isolation == Isolation(mode="strict", runtime="subprocess")
+
+
 @pytest.mark.parametrize("spares", [0, 1], ids=["forked-for-the-run", "spare"])
 async def test_best_effort_runs_and_every_outcome_names_what_it_lacked(
     tmp_path: Path, spares: int
