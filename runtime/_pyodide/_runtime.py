@@ -27,8 +27,10 @@ it is the one that still holds.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import signal
+import threading
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +38,7 @@ from typing import Final
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 
 from .._base import (
     CallTool,
@@ -53,6 +56,8 @@ from ._assets import PROGRAM_MODULE, WORKER_DIR, PyodideInstall, locate_pyodide
 from ._deno import DenoWorker, WorkerProfile
 
 __all__ = ["PyodideRuntime"]
+
+logger = logging.getLogger("runtime")
 
 #: Every outcome's isolation: Deno's permissions and WebAssembly, which do not
 #: depend on the kernel (no layer can be missing); only the JS lockdown can be
@@ -127,6 +132,8 @@ class PyodideRuntime(Runtime):
         # removed yet: tearing down a Deno process takes tens of ms, so a run
         # does not wait for its own (see _bury).
         self._dying: list[DenoWorker] = []
+        # The thread removing homes and starting spares after a run (see _tidy).
+        self._tidier: threading.Thread | None = None
         # The runs going on, ended by aclose().
         self._runs = OpenRuns()
 
@@ -161,7 +168,6 @@ class PyodideRuntime(Runtime):
 
     def _acquire(self, profile: WorkerProfile) -> DenoWorker:
         """A ready spare when the run's limits match the default ones, else a new worker."""
-        self._reap()
         if profile == self._default_profile:
             while self._spares:
                 worker = self._spares.popleft()
@@ -173,14 +179,49 @@ class PyodideRuntime(Runtime):
     def _bury(self, worker: DenoWorker) -> None:
         """Kill ``worker`` and close its descriptors now; collect its exit and home later.
 
-        Later is the next run's start (:meth:`_reap`), or :meth:`aclose`.
+        Later is a run's end (:meth:`_tidy`), or :meth:`aclose`.
         """
         worker.close()
         self._dying.append(worker)
 
-    def _reap(self) -> None:
-        """Let go of the killed workers that exited (their homes removed)."""
-        self._dying = [worker for worker in self._dying if not worker.remove_home()]
+    def _tidy(self) -> None:
+        """Start, in a thread, removing the exited workers' homes and starting the spares wanted.
+
+        Called as a run ends. Both are slow system calls (unlinking files,
+        executing Deno: several ms each): in a thread, the run's outcome does
+        not wait for them, and a new Deno does not load while a program runs.
+        What is shared is decided here, on the event loop; the thread only
+        removes and starts what it is given, appending each new spare to
+        ``_spares`` (a deque: appending is atomic). One thread at a time; the
+        next run's end, or :meth:`aclose`, joins it.
+        """
+        tidier = self._tidier
+        if tidier is not None:
+            if tidier.is_alive():
+                return  # the next run's end does what is left
+            tidier.join()
+            self._tidier = None
+        exited = [worker for worker in self._dying if not worker.alive]
+        if exited:
+            self._dying = [worker for worker in self._dying if worker not in exited]
+        wanted = 0 if self._closed else self._spare_count - len(self._spares)
+        if exited or wanted > 0:
+            self._tidier = threading.Thread(
+                target=self._remove_and_start, args=(exited, wanted), name="ptc-pyodide-tidy"
+            )
+            self._tidier.start()
+
+    def _remove_and_start(self, exited: list[DenoWorker], wanted: int) -> None:
+        for worker in exited:
+            worker.remove_home()
+        for _ in range(wanted):
+            try:
+                self._spares.append(self._spawn(self._default_profile))
+            except WorkerStartError:
+                # Not a run's failure: the next run that finds no spare starts
+                # its own worker, and fails with this if it recurs.
+                logger.warning("cannot start a spare Pyodide worker", exc_info=True)
+                return
 
     async def _run(
         self,
@@ -204,11 +245,14 @@ class PyodideRuntime(Runtime):
                 await worker.aclose()
             else:
                 self._bury(worker)
-                self._refill()
+                self._tidy()
 
     async def _aclose(self) -> None:
         """End the runs going on, kill the idle spares, wait for every killed worker."""
         self._runs.close()
+        if self._tidier is not None:
+            await anyio.to_thread.run_sync(self._tidier.join)
+            self._tidier = None
         while self._spares:
             self._bury(self._spares.popleft())
         while self._dying:

@@ -704,11 +704,18 @@ async def test_a_spare_serves_one_run_and_is_replaced() -> None:
         with anyio.fail_after(10):  # killed at once; tearing it down takes a moment
             while pid_alive(spare.pid):  # noqa: ASYNC110 - polling another process
                 await anyio.sleep(0.01)
+        await tidied(runtime)  # the replacement is started in a thread as the run ends
         (replacement,) = runtime._spares
         assert replacement.pid != spare.pid
     assert not runtime._spares
     assert not pid_exists(replacement.pid)
     assert not pid_exists(spare.pid)  # collected by aclose()
+
+
+async def tidied(runtime: Any) -> None:
+    """Wait for the thread a run's end started to remove homes and start spares."""
+    if runtime._tidier is not None:
+        await anyio.to_thread.run_sync(runtime._tidier.join)
 
 
 @pytest.mark.anyio
@@ -720,6 +727,7 @@ async def test_no_worker_home_outlives_the_runtime() -> None:
         served = spy_on_workers(runtime)
         outcome = await runtime.run("return 1", tool_names=[], call_tool=ToolBox())
         assert outcome.ok, outcome.message
+        await tidied(runtime)
         workers = [*served, *runtime._spares]
         assert len({worker.home for worker in workers}) == 2
     assert not any(worker.home.exists() for worker in workers)

@@ -109,16 +109,25 @@ def spy_on_workers(runtime: Any) -> list[Any]:
 async def home_removed(runtime: Any, worker: Any) -> None:
     """Assert ``worker``'s home is gone once it exited and the runtime next collected.
 
-    A runtime keeps no task of its own: a killed worker's home is removed at the
-    next run's start (or by ``aclose``), once the worker has exited.
+    A runtime keeps no task of its own: a killed worker's home is removed by
+    the thread the next run's end starts (or by ``aclose``), once the worker
+    has exited.
     """
     with anyio.fail_after(10):
         while worker.alive:  # noqa: ASYNC110 - Deno's teardown takes tens of ms
             await anyio.sleep(0.01)
+    await tidied(runtime)
     assert worker.home.exists()  # nothing removed it behind the runtime's back
     outcome = await run(runtime, "return 1")
     assert outcome.ok, outcome.message
+    await tidied(runtime)
     assert not worker.home.exists()
+
+
+async def tidied(runtime: Any) -> None:
+    """Wait for the thread a run's end started to remove homes and start spares."""
+    if runtime._tidier is not None:
+        await anyio.to_thread.run_sync(runtime._tidier.join)
 
 
 def tree(root: Path) -> dict[str, int]:
