@@ -20,6 +20,8 @@ import sys
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, Final, Literal, TypeAlias
 
+import anyio
+
 from ._base import (
     CallTool,
     CancelSignal,
@@ -73,6 +75,9 @@ _BOOTSTRAP_MODULES: Final = ("asyncio",)
 # Programs up to this size are compiled on the host (cheaper than in a worker
 # that just woke up); bigger ones would hold up the host's event loop.
 _HOST_COMPILE_MAX_CHARS: Final = 16_384
+#: How long a run that did not finish waits for its worker's processes to be
+#: gone (killed, reaped and their memory freed by the kernel) before it returns.
+_TEARDOWN_WAIT: Final = 0.5
 # Compiled programs kept for programs that come again (retries, the same
 # snippet over many inputs): at most this many, each at most the size above.
 _COMPILED_PROGRAMS_KEPT: Final = 64
@@ -179,6 +184,9 @@ class SubprocessRuntime(Runtime):
         )
         # The runs going on, ended by aclose().
         self._runs = OpenRuns()
+        # Runs holding a worker, and the event aclose() waits on for them to let go.
+        self._holding = 0
+        self._let_go: anyio.Event | None = None
 
     @property
     def isolation(self) -> SubprocessIsolation:
@@ -220,6 +228,7 @@ class SubprocessRuntime(Runtime):
             if len(code) <= _HOST_COMPILE_MAX_CHARS and self._pool.compiles_like_host
             else None
         )
+        self._holding += 1
         try:
             outcome = await drive_run(
                 worker,
@@ -236,7 +245,15 @@ class SubprocessRuntime(Runtime):
                 on_log=on_log,
             )
         finally:
+            if not worker.finished:
+                # The program may still be running (a deadline, a cancellation,
+                # the runtime closing): the run returns once all of it is gone.
+                with anyio.CancelScope(shield=True):
+                    await worker.end(_TEARDOWN_WAIT)
             self._pool.release(worker)
+            self._holding -= 1
+            if not self._holding and self._let_go is not None:
+                self._let_go.set()
         return self._reported(outcome, worker.greeting)
 
     def _reported(self, outcome: RunOutcome, greeting: Mapping[str, Any] | None) -> RunOutcome:
@@ -260,4 +277,10 @@ class SubprocessRuntime(Runtime):
 
     async def _aclose(self) -> None:
         self._runs.close()
+        if self._holding:
+            # The runs just ended end their workers themselves (see _run), which
+            # lets them know when all of a worker is gone; then the pool goes.
+            self._let_go = anyio.Event()
+            with anyio.move_on_after(2 * _TEARDOWN_WAIT):
+                await self._let_go.wait()
         await self._pool.aclose()

@@ -163,6 +163,37 @@ class Worker:
             except OSError:
                 pass
 
+    async def end(self, grace: float) -> None:
+        """End a worker whose run did not finish; return once all of it is gone.
+
+        A worker with a PID namespace is asked to end (SIGTERM to its
+        supervisor, outside the namespace and the program's reach): the
+        supervisor kills the namespace's init and exits after the kernel has
+        killed and reaped every process in it, so its status, reported by the
+        zygote, means none is left and their memory is freed. Waiting is
+        bounded by ``grace``; the whole process group is killed after it
+        either way (and at once for a worker without a namespace).
+        """
+        if not self._exited:
+            self._read_status()
+        if not self._exited and self.supervised:
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGTERM)
+            await self.wait_status(grace)
+        self.kill()
+
+    @property
+    def supervised(self) -> bool:
+        """Whether the worker's ``ready`` frame reports it runs in a PID namespace of its own.
+
+        (Sent before the worker read the program: nothing the program wrote.)
+        """
+        greeting = self.greeting
+        layers = greeting.get("layers") if greeting is not None else None
+        return isinstance(layers, list) and any(
+            isinstance(layer, list) and layer[:2] == ["pid-namespace", True] for layer in layers
+        )
+
     def _read_status(self) -> bool:
         """Read what the status pipe has without blocking; ``False`` if it would block."""
         while not self._status_done:

@@ -488,8 +488,13 @@ def _supervise(init: int, lifeline_w: int, status_r: int, cpu_seconds: float) ->
     """The supervisor: wait for the init, then die the way the program did."""
     code = 70
     try:
-        for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        for stop in (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
             signal.signal(stop, signal.SIG_DFL)
+        # The host ends a run it gives up on with SIGTERM here: the init is
+        # killed, the kernel kills and reaps every process of its namespace
+        # before the init is reaped, and only then does this process exit, so
+        # its exit status tells the host that the whole run is gone.
+        signal.signal(signal.SIGTERM, lambda signum, frame: _kill(init))
         _close_fds([lifeline_w, status_r])
         while True:
             pid, status, usage = os.wait4(init, 0)
@@ -520,6 +525,11 @@ def _supervise(init: int, lifeline_w: int, status_r: int, cpu_seconds: float) ->
         code = 70
     finally:
         os._exit(code)
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
 
 
 def _capabilities_empty() -> bool:
