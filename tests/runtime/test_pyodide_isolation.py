@@ -14,7 +14,6 @@ stderr shows as captured output, marked and bounded.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -25,6 +24,8 @@ import pytest
 
 from runtime import Limits, RunOutcome
 from runtime.testing import TOOL_NAMES, ToolBox
+
+from .pyodide_workers import open_runtime, spy_on_workers, tidied
 
 pytestmark = [pytest.mark.anyio, pytest.mark.pyodide]
 
@@ -54,33 +55,16 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@contextlib.asynccontextmanager
-async def open_runtime(**options: Any) -> AsyncIterator[Any]:
-    """A started :class:`PyodideRuntime`; skipped where it is not installed (not in CI)."""
-    from runtime._pyodide._assets import PyodideNotInstalledError
-    from runtime._pyodide._runtime import PyodideRuntime
-
-    try:
-        runtime = PyodideRuntime(**options)
-    except PyodideNotInstalledError as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(str(exc))
-    async with runtime:
-        await runtime.start()
-        yield runtime
-
-
 @pytest.fixture(scope="module")
 async def locked() -> AsyncIterator[Any]:
-    async with open_runtime() as runtime:
+    async with open_runtime(start=True) as runtime:
         yield runtime
 
 
 @pytest.fixture(scope="module", params=["locked", "unlocked"])
 async def either(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
     """The runtime as shipped, and one without the lockdown (the home is the only wall)."""
-    async with open_runtime(lockdown=request.param == "locked") as runtime:
+    async with open_runtime(start=True, lockdown=request.param == "locked") as runtime:
         yield runtime
 
 
@@ -91,19 +75,6 @@ async def run(runtime: Any, body: str, **limits: Any) -> RunOutcome:
         call_tool=ToolBox(),
         limits=Limits(**{"timeout": 30, **limits}),
     )
-
-
-def spy_on_workers(runtime: Any) -> list[Any]:
-    """The workers ``runtime`` hands runs to from now on."""
-    served: list[Any] = []
-    acquire = runtime._acquire
-
-    def spy(profile: Any) -> Any:
-        served.append(acquire(profile))
-        return served[-1]
-
-    runtime._acquire = spy
-    return served
 
 
 async def home_removed(runtime: Any, worker: Any) -> None:
@@ -122,12 +93,6 @@ async def home_removed(runtime: Any, worker: Any) -> None:
     assert outcome.ok, outcome.message
     await tidied(runtime)
     assert not worker.home.exists()
-
-
-async def tidied(runtime: Any) -> None:
-    """Wait for the thread a run's end started to remove homes and start spares."""
-    if runtime._tidier is not None:
-        await anyio.to_thread.run_sync(runtime._tidier.join)
 
 
 def tree(root: Path) -> dict[str, int]:
@@ -464,7 +429,7 @@ return "not reached"
 
 @pytest.fixture(scope="module")
 async def unlocked() -> AsyncIterator[Any]:
-    async with open_runtime(lockdown=False) as runtime:
+    async with open_runtime(start=True, lockdown=False) as runtime:
         yield runtime
 
 
