@@ -31,7 +31,7 @@ from ._base import (
     Runtime,
     ToolNames,
 )
-from ._host._pool import SandboxKey, WorkerPool
+from ._host._pool import SandboxKey, WorkerPool, layer_states
 from ._host._session import OpenRuns, drive_run
 from ._worker._bootstrap import compile_for_worker
 from ._worker._imports import DEFAULT_ALLOWED_MODULES
@@ -88,16 +88,8 @@ def _missing_layers(greeting: Mapping[str, Any] | None, off: tuple[str, ...]) ->
 
     (No ``ready`` frame: the worker never read the program, nothing ran.)
     """
-    layers = greeting.get("layers") if greeting is not None else None
-    if greeting is None or greeting.get("type") != "ready" or not isinstance(layers, list):
-        return ()
     return tuple(
-        str(layer[0])
-        for layer in layers
-        if isinstance(layer, list)
-        and len(layer) >= 2
-        and layer[1] is not True
-        and layer[0] not in off
+        name for name, active in layer_states(greeting).items() if not active and name not in off
     )
 
 

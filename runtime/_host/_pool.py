@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -81,6 +81,21 @@ class SandboxKey:
     seccomp: bool
     landlock: bool
     strict: bool
+
+
+def layer_states(greeting: Mapping[str, Any] | None) -> dict[str, bool]:
+    """Each layer a worker's ``ready`` frame reports, and whether it is active.
+
+    Empty without a ``ready`` frame (the worker never read the program).
+    """
+    layers = greeting.get("layers") if greeting is not None else None
+    if greeting is None or greeting.get("type") != "ready" or not isinstance(layers, list):
+        return {}
+    return {
+        str(layer[0]): layer[1] is True
+        for layer in layers
+        if isinstance(layer, list) and len(layer) >= 2
+    }
 
 
 def take_greeting(sock: socket.socket) -> dict[str, Any] | None:
@@ -188,11 +203,7 @@ class Worker:
 
         (Sent before the worker read the program: nothing the program wrote.)
         """
-        greeting = self.greeting
-        layers = greeting.get("layers") if greeting is not None else None
-        return isinstance(layers, list) and any(
-            isinstance(layer, list) and layer[:2] == ["pid-namespace", True] for layer in layers
-        )
+        return layer_states(self.greeting).get("pid-namespace", False)
 
     def _read_status(self) -> bool:
         """Read what the status pipe has without blocking; ``False`` if it would block."""

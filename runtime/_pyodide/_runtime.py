@@ -201,9 +201,11 @@ class PyodideRuntime(Runtime):
                 return  # the next run's end does what is left
             tidier.join()
             self._tidier = None
-        exited = [worker for worker in self._dying if not worker.alive]
-        if exited:
-            self._dying = [worker for worker in self._dying if worker not in exited]
+        exited: list[DenoWorker] = []
+        dying: list[DenoWorker] = []
+        for worker in self._dying:
+            (dying if worker.alive else exited).append(worker)
+        self._dying = dying
         wanted = 0 if self._closed else self._spare_count - len(self._spares)
         if exited or wanted > 0:
             self._tidier = threading.Thread(
