@@ -273,6 +273,12 @@ async def test_cancelling_and_timing_out_reach_the_server(
         await _cancel_a_hang(client)
         # Seen while the connection is open, so it is the cancellation, not the hang-up.
         lines = await wait_for_line(faults_log, "cancelled hang")
+        # The server logs the notification after the handler it cancels has
+        # ended (and logged "cancelled hang"): wait for that line too.
+        with anyio.fail_after(10):
+            while not any(line.startswith("notification") for line in lines):
+                await anyio.sleep(0.02)
+                lines = read_lines(faults_log)
         # Over stdio, both eras send notifications/cancelled.
         assert [line.split()[:2] for line in lines if line.startswith("notification")] == [
             ["notification", "cancelled"]
