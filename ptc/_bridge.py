@@ -15,11 +15,22 @@ goes on in the task group it was started in (the executor's own, which outlives
 the run) until it ends, when it is logged, exactly once, as ``abandoned``. A
 bridge whose task group is the run's own cannot abandon anything: the run then
 waits for its calls whatever the deadline.
+
+Tasks: the runtime's task that reads a call waits for it, while the sub-call
+runs in a task of the bridge's group, so that it can go on after its run
+(abandoned). Those tasks are runners parked between sub-calls and reused
+(``runtime._host._runners``): waking one costs far less than starting a task,
+and each sub-call still runs in a copy of the context of the call that made
+it, as in a task of its own. They are shielded (a started sub-call is stopped
+through its signal, never cancelled from outside) and leave when the bridge
+settles.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import functools
 import inspect
 import logging
 import time
@@ -43,6 +54,7 @@ from registry import (
     ToolRunContext,
 )
 from runtime import ToolAnswer
+from runtime._host._runners import CallRunners, InContext
 
 from ._events import (
     DispatchLogHook,
@@ -61,6 +73,10 @@ logger = logging.getLogger("ptc")
 
 #: Publishes one event (never blocks, never raises).
 Publish = Callable[[dict[str, Any]], object]
+
+#: Sub-call tasks a bridge keeps parked between calls (more leave once their
+#: call settled): enough for sequences of calls and small bursts.
+RUNNERS_KEPT = 8
 
 
 class Settlement:
@@ -92,6 +108,7 @@ class SubCall:
     name: str
     arguments: Any
     mode: ExecutionMode
+    context: contextvars.Context  # a copy of the context the call was made in
     is_started: bool = False
     started: anyio.Event | None = None  # created only when the call has to queue
     finished: anyio.Event = field(default_factory=anyio.Event)
@@ -119,7 +136,6 @@ class Bridge:
     ) -> None:
         self._registry = registry
         self._ctx = ctx
-        self._tg = task_group
         self._can_abandon = can_abandon
         self._settlement = settlement
         self._max_parallel = max_parallel
@@ -136,6 +152,7 @@ class Bridge:
         self._closed = False
         self._count = 0
         self._contexts: dict[int, tuple[JsonValue, ...]] = {}
+        self._runners = CallRunners(task_group, keep=RUNNERS_KEPT, shield=True)
 
     @property
     def calls_started(self) -> int:
@@ -155,6 +172,7 @@ class Bridge:
             name=name,
             arguments=arguments,
             mode=mode,
+            context=contextvars.copy_context(),
         )
         self._queue.append(pending)
         self._pump()
@@ -208,28 +226,38 @@ class Bridge:
             self._in_flight[head.number] = head
             if head.started is not None:
                 head.started.set()
-            self._tg.start_soon(self._dispatch, head, name=f"ptc sub-call {head.sub_id}")
+            self._runners.submit(functools.partial(self._run_job, head, head.context))
+
+    async def _run_job(self, pending: SubCall, context: contextvars.Context) -> None:
+        """A runner's job: ``pending`` in ``context``, as a task started there would run it."""
+        coro = self._dispatch(pending)
+        try:
+            signal = context.run(coro.send, None)
+        except StopIteration:  # settled without waiting
+            return
+        await InContext(coro, context, signal)
 
     async def _dispatch(self, pending: SubCall) -> None:
-        # Shielded: a started sub-call is stopped through its signal (the run's
-        # abort), never cancelled from outside, so it always settles and is
-        # logged exactly once, even after its run stopped waiting for it.
-        with anyio.CancelScope(shield=True):
-            try:
-                await self._dispatch_started(pending)
-            except Exception:  # never into the task group, which may be the executor's
-                logger.exception("the ptc bridge failed on %s", pending.sub_id)
-            finally:
-                self._running -= 1
-                if pending.mode == "exclusive":
-                    self._exclusive_running = False
-                self._in_flight.pop(pending.number, None)
-                pending.finished.set()
-                self._pump()
+        # In a shielded runner: a started sub-call is stopped through its signal
+        # (the run's abort), never cancelled from outside, so it always settles
+        # and is logged exactly once, even after its run stopped waiting for it.
+        try:
+            await self._dispatch_started(pending)
+        except Exception:  # never into the task group, which may be the executor's
+            logger.exception("the ptc bridge failed on %s", pending.sub_id)
+        finally:
+            self._running -= 1
+            if pending.mode == "exclusive":
+                self._exclusive_running = False
+            self._in_flight.pop(pending.number, None)
+            pending.finished.set()
+            self._pump()
 
     async def _dispatch_started(self, pending: SubCall) -> None:
         tracing = self._tracing
-        if tracing is None:
+        if tracing is None or not tracing.recording():
+            # A no-op span would only pass the run's span on, which the sub-call's
+            # context (a copy of its caller's) already has current.
             await self._run_sub_call(pending)
             return
         attributes = call_attributes(pending.name, pending.sub_id, "sub")
@@ -308,6 +336,7 @@ class Bridge:
         self._settlement.begin()
         self.signal.abort("the run settled")
         self._detach()
+        self._runners.close()  # parked runners leave; busy ones once their call settled
         while self._queue:
             pending = self._queue.popleft()
             pending.dropped = True

@@ -110,6 +110,20 @@ class Tracing:
                 )
         return self._tracer is not None
 
+    def recording(self) -> bool:
+        """Whether a span started now could be recorded: ``False`` when it would be a no-op.
+
+        Without the API, or with no SDK's provider (none given, and no global
+        one set), every span is the API's no-op, which only passes its parent
+        on: a caller may then do without it.
+        """
+        if not self._ready():
+            return False
+        assert self._api is not None
+        trace = self._api.trace
+        provider = self._provider if self._provider is not None else trace.get_tracer_provider()
+        return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
+
     def current(self) -> Context | None:
         """The current context (a parent to pass on), or ``None`` without the API."""
         if not self._ready():

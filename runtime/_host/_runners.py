@@ -5,7 +5,8 @@ Kept over a task per call because it pays: starting an anyio task costs about
 22 µs here, on a busy 2-core machine), and a program's calls come in long
 sequences and bursts (``asyncio.gather`` over a hundred tools). The runners
 are tasks of the run's own task group: they end with the run, which waits
-for them (nothing of a run outlives it).
+for them (nothing of a run outlives it). The executor's bridge runs its
+sub-calls on runners of its own, shielded (see ``ptc._bridge``).
 
 Each call runs in a fresh copy of the run's caller's context, as in a task the
 caller started, through :class:`InContext`: a reused task would otherwise
@@ -91,13 +92,18 @@ class CallRunners:
 
     :meth:`close` sends the parked runners away (and any that park later);
     then :meth:`submit` refuses.
+
+    With ``shield``, a runner is never cancelled from outside, parked or not:
+    a job submitted always runs to its end, and the runners leave only once
+    :meth:`close` is called (which whoever waits for ``group`` must do).
     """
 
-    __slots__ = ("_closed", "_group", "_keep", "_parked")
+    __slots__ = ("_closed", "_group", "_keep", "_parked", "_shield")
 
-    def __init__(self, group: anyio.abc.TaskGroup, *, keep: int) -> None:
+    def __init__(self, group: anyio.abc.TaskGroup, *, keep: int, shield: bool = False) -> None:
         self._group = group
         self._keep = keep
+        self._shield = shield
         self._parked: list[_Parked] = []
         self._closed = False
 
@@ -133,19 +139,20 @@ class CallRunners:
             self._parked.pop().event.set()  # no job: leave
 
     async def _serve(self, job: Job) -> None:
-        while True:
-            await job()
-            del job  # a parked runner holds on to nothing of its last call
-            if self._closed or len(self._parked) >= self._keep:
-                return
-            parked = _Parked()
-            self._parked.append(parked)
-            try:
-                await parked.event.wait()
-            except BaseException:  # cancelled (the run's group)
-                if not parked.event.is_set():
-                    self._parked.remove(parked)
-                raise
-            if parked.job is None:
-                return
-            job = parked.job
+        with anyio.CancelScope(shield=self._shield):  # (once per runner, not per job)
+            while True:
+                await job()
+                del job  # a parked runner holds on to nothing of its last call
+                if self._closed or len(self._parked) >= self._keep:
+                    return
+                parked = _Parked()
+                self._parked.append(parked)
+                try:
+                    await parked.event.wait()
+                except BaseException:  # cancelled (the run's group)
+                    if not parked.event.is_set():
+                        self._parked.remove(parked)
+                    raise
+                if parked.job is None:
+                    return
+                job = parked.job

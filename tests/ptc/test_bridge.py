@@ -1,0 +1,69 @@
+"""The bridge's own tasks: reused between sub-calls, each sub-call in its caller's context."""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+
+import anyio
+import pytest
+
+from ptc import CodeExecutor
+from registry import ToolRegistry
+from runtime.testing import InProcessRuntime
+
+pytestmark = pytest.mark.anyio
+
+_seen: ContextVar[str] = ContextVar("seen", default="-")
+
+
+def _registry(tasks: list[object]) -> ToolRegistry:
+    reg = ToolRegistry()
+
+    @reg.tool(concurrency_safe=True)
+    async def mark(label: str) -> str:
+        """Set a context variable and return what it was before."""
+        tasks.append(anyio.get_current_task().id)
+        before = _seen.get()
+        _seen.set(label)  # never reset: a sub-call after it must not see it
+        await anyio.lowlevel.checkpoint()
+        return before
+
+    return reg
+
+
+SEQUENCE = "return [await tools.mark({'label': str(i)}) for i in range(6)]"
+GATHER = (
+    "import asyncio\n"
+    "return await asyncio.gather(*[tools.mark({'label': str(i)}) for i in range(6)])"
+)
+
+
+@pytest.mark.parametrize("block", [True, False], ids=["in-block", "no-block"])
+async def test_sequential_sub_calls_share_one_task_and_none_sees_anothers_context(
+    block: bool,
+) -> None:
+    tasks: list[object] = []
+    ex = CodeExecutor(_registry(tasks), runtime=InProcessRuntime())
+    _seen.set("caller")
+    if block:
+        async with ex:
+            result = await ex.run_code(SEQUENCE)
+    else:
+        result = await ex.run_code(SEQUENCE)
+    assert result.value["result"] == ["caller"] * 6
+    assert len(tasks) == 6 and len(set(tasks)) == 1  # one runner, parked between calls
+
+
+@pytest.mark.parametrize("max_parallel", [1, 2, 6])
+async def test_queued_sub_calls_run_in_their_callers_context_not_their_starters(
+    max_parallel: int,
+) -> None:
+    # A queued call is started by the sub-call that settled before it, on that
+    # sub-call's runner: it must still see only its own caller's context.
+    tasks: list[object] = []
+    _seen.set("caller")
+    async with CodeExecutor(
+        _registry(tasks), runtime=InProcessRuntime(), max_parallel_sub_calls=max_parallel
+    ) as ex:
+        result = await ex.run_code(GATHER)
+    assert result.value["result"] == ["caller"] * 6
