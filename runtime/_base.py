@@ -23,6 +23,7 @@ from typing import Any, Final, Literal, Protocol, Self, TypeAlias, TypeVar
 import anyio
 
 from ._exceptions import RuntimeClosedError
+from ._worker._program import NAME_SEPARATOR
 
 __all__ = [
     "NO_ISOLATION",
@@ -220,6 +221,10 @@ class ToolNames(frozenset[str]):
         super().__init__()
         self._derived: dict[str, Any] = {}
 
+    def in_order(self) -> list[str]:
+        """The names sorted, computed once (from the caller's list, when it came sorted)."""
+        return self.derived("in order", sorted)
+
     def derived(self, key: str, make: Callable[[ToolNames], T]) -> T:
         """``make(self)``, computed once per ``key`` and kept on this value."""
         try:
@@ -234,13 +239,23 @@ def check_tool_names(tool_names: Iterable[object]) -> ToolNames:
 
     Raises:
         TypeError: a tool name is not a string (a caller bug, not the program's).
+        ValueError: a tool name holds a line break (the workers' separator).
     """
     if isinstance(tool_names, ToolNames):
         return tool_names
     names = ToolNames(tool_names)  # type: ignore[arg-type]
-    for tool_name in names:
-        if not isinstance(tool_name, str):
-            raise TypeError(f"tool names must be str, got {tool_name!r}")
+    # The distinct types first (a pass in C), each name only when one is wrong.
+    if not all(issubclass(kind, str) for kind in set(map(type, names))):
+        wrong = next(name for name in names if not isinstance(name, str))
+        raise TypeError(f"tool names must be str, got {wrong!r}")
+    if NAME_SEPARATOR in "".join(names):
+        wrong = next(name for name in names if NAME_SEPARATOR in name)
+        raise ValueError(f"a tool name holds no line break, got {wrong!r}")
+    if isinstance(tool_names, (list, tuple)):
+        # Sorting a list that comes sorted is one pass; sorting the set is not.
+        ordered = sorted(tool_names)
+        if len(ordered) == len(names):  # (no name twice)
+            names._derived["in order"] = ordered
     return names
 
 

@@ -40,9 +40,10 @@ from .._base import (
     Limits,
     RunOutcome,
     ToolAnswer,
+    ToolNames,
     check_tool_names,
 )
-from .._worker._program import is_memory_error, log_cost
+from .._worker._program import is_memory_error, log_cost, pack_names
 from .._worker._protocol import HEADER, ProtocolError, encode_frame, parse_worker_frame
 from ._channel import ChannelClosed, FrameChannel
 from ._pool import ExitStatus, Worker
@@ -131,8 +132,8 @@ async def drive_run(
     )
 
 
-def _encoded_names(names: frozenset[str]) -> orjson.Fragment:
-    return orjson.Fragment(orjson.dumps(sorted(names)))
+def _encoded_names(names: ToolNames) -> orjson.Fragment:
+    return orjson.Fragment(orjson.dumps(pack_names(names.in_order())))
 
 
 def tell_lines(

@@ -109,7 +109,7 @@ class InProcessRuntime(Runtime):
         except RuntimeError:
             raise RuntimeError("InProcessRuntime runs programs in an asyncio event loop") from None
         self.runs += 1
-        names = tool_names.derived("in-process", sorted)
+        names = tool_names.in_order()
         return await _InProcessRun(code, names, call_tool, limits, on_log).run(cancel)
 
 

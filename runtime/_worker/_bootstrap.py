@@ -47,6 +47,7 @@ from ._program import (
     log_cost,
     memory_message,
     overflow_frames,
+    pack_names,
     syntax_message,
 )
 from ._program import format_program_exception as _format_exception
@@ -593,7 +594,7 @@ def _prewarm(
     frame = {
         "type": "run",
         "code": _PREWARM_CODE,
-        "tools": ["prewarm"],
+        "tools": pack_names(["prewarm"]),
         "max_output_bytes": 1 << 20,
         "max_tool_calls": _PREWARM_CALLS,
         "max_message_bytes": 1 << 20,

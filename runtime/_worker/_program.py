@@ -26,7 +26,7 @@ import itertools
 import keyword
 import math
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from types import CodeType, TracebackType
 from typing import Any, NoReturn, Protocol
 
@@ -53,6 +53,7 @@ __all__ = [
     "memory_message",
     "namespace_of",
     "overflow_frames",
+    "pack_names",
     "program_module",
     "syntax_message",
 ]
@@ -559,25 +560,19 @@ class _NamespaceBinding(_Binding, _Members):
         return f"<tool {self._name!r} and tools.{self._name}: {', '.join(sorted(self._members))}>"
 
 
-def _namespaces(run: ProgramRun, bindings: dict[str, _Binding]) -> dict[str, _Binding | _Namespace]:
-    """What ``tools.<name>`` gives: every binding, plus a namespace per namespace.
+#: What separates the tool names :func:`pack_names` packs; no tool name holds it
+#: (the host refuses one, as the registry refuses every control character).
+NAME_SEPARATOR = "\n"
 
-    A tool named like a namespace becomes a :class:`_NamespaceBinding`, in
-    ``bindings`` too, so ``tools.git`` and ``tools["git"]`` stay one object.
+
+def pack_names(ordered: Iterable[str]) -> str:
+    """Tool names, sorted and distinct, as :class:`Tools` keeps them: each between two newlines.
+
+    The run frame carries them so (the host packs them once per set of names),
+    and the worker keeps the one string it decodes instead of a string per
+    tool: a run costs about the same with 10 visible tools as with 5,000.
     """
-    groups: dict[str, dict[str, _Binding]] = {}
-    for name, binding in bindings.items():
-        if "." in name:
-            split = namespace_of(name)
-            if split is not None:
-                groups.setdefault(split[0], {})[split[1]] = binding
-    attributes: dict[str, _Binding | _Namespace] = dict(bindings)
-    for namespace, members in groups.items():
-        if namespace in bindings:
-            bindings[namespace] = attributes[namespace] = _NamespaceBinding(run, namespace, members)
-        else:
-            attributes[namespace] = _Namespace(namespace, members)
-    return attributes
+    return NAME_SEPARATOR + "".join(name + NAME_SEPARATOR for name in ordered)
 
 
 class Tools:
@@ -586,49 +581,115 @@ class Tools:
     A tool named ``<namespace>.<rest>`` (see :func:`namespace_of`) is also
     ``tools.<namespace>.<rest>(...)`` and ``tools.<namespace>["<rest>"](...)``.
     ``in``, ``len`` and iteration count full tool names.
+
+    ``names`` is the names' :func:`pack_names` string (as the run frame has
+    it), or the names themselves. A lookup is a search of that string, and a
+    namespace's tools are one stretch of it (they sort together); a binding or
+    a namespace is made on first use and kept.
     """
 
-    __slots__ = ("_attributes", "_bindings")
-    _bindings: dict[str, _Binding]
-    _attributes: Mapping[str, _Binding | _Namespace]
+    __slots__ = ("_bindings", "_names", "_namespaces", "_run")
 
-    def __init__(self, run: ProgramRun, names: Iterator[str] | list[str]) -> None:
-        self._bindings = bindings = {name: _Binding(run, name) for name in names}
-        # Built once per run; without a dotted name, one dict serves both lookups.
-        self._attributes = (
-            _namespaces(run, bindings) if any("." in name for name in bindings) else bindings
+    def __init__(self, run: ProgramRun, names: str | Iterable[str]) -> None:
+        self._run = run
+        self._names = names if isinstance(names, str) else pack_names(sorted(set(names)))
+        self._bindings: dict[str, _Binding] = {}
+        self._namespaces: dict[str, _Namespace | None] = {}
+
+    def _listed(self) -> list[str]:
+        return self._names[1:-1].split("\n") if len(self._names) > 1 else []
+
+    def _has(self, name: str) -> bool:
+        return "\n" not in name and f"\n{name}\n" in self._names
+
+    def _members(self, namespace: str) -> dict[str, _Binding] | None:
+        """The tools of ``namespace`` by their rest, or ``None`` when it is none."""
+        if not is_namespace_part(namespace):
+            return None
+        names, prefix = self._names, namespace + "."
+        start = names.find("\n" + prefix)
+        if start < 0:
+            return None
+        members: dict[str, _Binding] = {}
+        start += 1
+        while names.startswith(prefix, start):
+            end = names.index("\n", start)
+            name = names[start:end]
+            binding = self._bindings.get(name)
+            if binding is None:  # (a dotted name is no namespace: a plain binding)
+                binding = self._bindings[name] = _Binding(self._run, name)
+            members[name[len(prefix) :]] = binding
+            start = end + 1
+        return members
+
+    def _binding(self, name: object) -> _Binding:
+        """The binding of tool ``name``; ``KeyError`` if there is no such tool."""
+        try:
+            return self._bindings[name]  # type: ignore[index]
+        except (KeyError, TypeError):
+            pass
+        if not isinstance(name, str) or not self._has(name):
+            raise KeyError(name)
+        # A tool named like a namespace is that namespace too: one object for both.
+        members = self._members(name)
+        binding = (
+            _Binding(self._run, name)
+            if members is None
+            else _NamespaceBinding(self._run, name, members)
         )
+        self._bindings[name] = binding
+        return binding
+
+    def _namespace(self, name: str) -> _Namespace | None:
+        try:
+            return self._namespaces[name]
+        except KeyError:
+            members = self._members(name)
+            namespace = self._namespaces[name] = (
+                None if members is None else _Namespace(name, members)
+            )
+            return namespace
 
     def _missing(self, name: object) -> str:
-        names = ", ".join(sorted(self._bindings)) or "(none)"
+        names = ", ".join(self._listed()) or "(none)"
         return f"no tool named {name!r}; available tools: {names}"
 
     def __getattr__(self, name: str) -> _Binding | _Namespace:
         try:
-            return self._attributes[name]
+            return self._binding(name)
         except KeyError:
-            raise AttributeError(self._missing(name)) from None
+            namespace = self._namespace(name)
+        if namespace is None:
+            raise AttributeError(self._missing(name))
+        return namespace
 
     def __getitem__(self, name: str) -> _Binding:
         try:
-            return self._bindings[name]
-        except (KeyError, TypeError):
+            return self._binding(name)
+        except KeyError:
             raise KeyError(self._missing(name)) from None
 
     def __contains__(self, name: object) -> bool:
-        return name in self._bindings
+        return isinstance(name, str) and self._has(name)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(sorted(self._bindings))
+        return iter(self._listed())
 
     def __len__(self) -> int:
-        return len(self._bindings)
+        return self._names.count("\n") - 1 if self._names else 0
 
     def __dir__(self) -> list[str]:
-        return sorted(name for name in self._attributes if name.isidentifier())
+        shown: set[str] = set()
+        for name in self._listed():
+            split = namespace_of(name)
+            if name.isidentifier():
+                shown.add(name)
+            elif split is not None:
+                shown.add(split[0])
+        return sorted(shown)
 
     def __repr__(self) -> str:
-        return f"<tools: {', '.join(sorted(self._bindings))}>"
+        return f"<tools: {', '.join(self._listed())}>"
 
 
 # --------------------------------------------------------------------------- output

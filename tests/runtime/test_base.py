@@ -80,18 +80,30 @@ async def test_checked_names_given_again_are_not_checked_again() -> None:
     assert backend.given[0]["tool_names"] is names
 
 
+async def test_names_in_order_come_from_the_callers_list_or_are_sorted_once() -> None:
+    backend = _Recording()
+    await backend.run("", tool_names=["a", "c", "b"], call_tool=ToolBox())
+    await backend.run("", tool_names={"z", "y"}, call_tool=ToolBox())
+    await backend.run("", tool_names=["a", "b", "a"], call_tool=ToolBox())
+    first, second, third = (given["tool_names"] for given in backend.given)
+    assert first.in_order() == ["a", "b", "c"] and first.in_order() is first.in_order()
+    assert second.in_order() == ["y", "z"]
+    assert third.in_order() == ["a", "b"]  # each name once
+
+
 @pytest.mark.parametrize(
-    ("code", "names", "message"),
+    ("code", "names", "error", "message"),
     [
-        (b"return 1", [], "code must be str, not bytes"),
-        ("return 1", ["ok", 3], "tool names must be str, got 3"),
+        (b"return 1", [], TypeError, "code must be str, not bytes"),
+        ("return 1", ["ok", 3], TypeError, "tool names must be str, got 3"),
+        ("return 1", ("ok", "two\nlines"), ValueError, "holds no line break, got 'two\\\\nlines'"),
     ],
 )
 async def test_bad_arguments_raise_before_the_backend_runs(
-    code: Any, names: Any, message: str
+    code: Any, names: Any, error: type[Exception], message: str
 ) -> None:
     backend = _Recording()
-    with pytest.raises(TypeError, match=message):
+    with pytest.raises(error, match=message):
         await backend.run(code, tool_names=names, call_tool=ToolBox())
     assert backend.given == []
 

@@ -326,7 +326,7 @@ def test_a_run_survives_a_stream_past_every_bound() -> None:
 # --------------------------------------------------------------------------- end to end
 
 _FORGE = """
-run = tools._bindings['search_docs']._run
+run = tools.search_docs._run
 payload = b'{{"type":"call","id":1,"name":"search_docs","args":' + b'[' * {depth} + b']' * {depth} + b'}}'
 run.calls = 1
 future = run.loop.create_future()

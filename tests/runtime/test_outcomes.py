@@ -37,7 +37,7 @@ READY = {"type": "ready", "layers": [["rlimits", True, "fake"]]}
 HOST_KINDS = sorted(set(typing.get_args(FailureKind)) - WORKER_ERROR_KINDS | {"sandbox"})
 # The worker's run, reachable from any program without an import: what a
 # program that bypasses the bootstrap's own code writes to the channel with.
-CHANNEL = "sock = tools._bindings['echo']._run.sock\n"
+CHANNEL = "sock = tools.echo._run.sock\n"
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +143,7 @@ async def test_widening_the_workers_own_limits_changes_nothing(
 ) -> None:
     # The worker's counts are only an early stop: with them out of the way,
     # the host's own counts still decide.
-    widen = "run = tools._bindings['echo']._run\nrun.max_calls = run.max_output = 10 ** 12\n"
+    widen = "run = tools.echo._run\nrun.max_calls = run.max_output = 10 ** 12\n"
     calls = await run(
         hostile, widen + "for i in range(10):\n    await tools.echo({})", Limits(max_tool_calls=3)
     )

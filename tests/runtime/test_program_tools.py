@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from runtime import SubprocessRuntime, ToolAnswer
-from runtime._worker._program import Tools, is_namespace_part, namespace_of
+from runtime._worker._program import Tools, is_namespace_part, namespace_of, pack_names
 from runtime._worker._restricted import (
     PROGRAM_FUNCTION,
     compile_restricted_program,
@@ -219,14 +219,47 @@ async def test_a_tool_named_like_its_namespace_is_both() -> None:
 
 def test_without_dotted_names_nothing_changes() -> None:
     tools, _ = make_tools(["echo", "my-tool", "_x"])
-    assert tools._attributes is tools._bindings  # one dict, no copy
     assert dir(tools) == ["_x", "echo"]
     assert tools.echo is tools["echo"]
+    assert getattr(tools, "my-tool") is tools["my-tool"]
 
 
-def test_dotted_names_that_are_not_namespaced_cost_no_namespace() -> None:
+def test_dotted_names_that_are_not_namespaced_make_no_namespace() -> None:
     tools, _ = make_tools(["_a.b", "echo"])
-    assert set(tools._attributes) == {"_a.b", "echo"}
+    assert dir(tools) == ["echo"]
+    assert getattr(tools, "_a.b") is tools["_a.b"]
+    with pytest.raises(AttributeError, match="no tool named '_a'"):
+        tools._a  # noqa: B018
+
+
+def test_bindings_are_made_on_first_use_and_kept() -> None:
+    # A run with many visible tools makes nothing for the ones it never uses.
+    names = [f"tool_{index:05d}" for index in range(5000)] + ["ns.a", "ns.b", "ns"]
+    tools, _ = make_tools(names)
+    assert tools._bindings == {} and tools._namespaces == {}
+    assert tools.tool_04999 is tools["tool_04999"] is tools.tool_04999
+    assert set(tools._bindings) == {"tool_04999"}
+    assert list(tools.ns) == ["a", "b"] and tools.ns.a is tools["ns.a"]
+    assert set(tools._bindings) == {"tool_04999", "ns", "ns.a", "ns.b"}
+    assert len(tools) == 5003 and "ns.b" in tools and "tool_05000" not in tools
+
+
+def test_the_packed_names_of_the_run_frame_are_the_names() -> None:
+    names = ["a-b", "echo", "git", "git.log", "git.status", "émoji"]
+    packed, _ = make_tools([])
+    tools = Tools(packed._run, pack_names(names))
+    assert list(tools) == names and len(tools) == 6 and "git.log" in tools
+    assert "" not in tools and "echo\ngit" not in tools and "it.lo" not in tools
+    assert list(tools.git) == ["log", "status"] and tools["émoji"] is tools.émoji
+    assert len(Tools(packed._run, pack_names([]))) == 0 and list(Tools(packed._run, [])) == []
+
+
+def test_names_are_found_whatever_order_they_come_in() -> None:
+    tools, _ = make_tools(["zeta", "git.status", "alpha", "git", "git.log", "gitx"])
+    assert list(tools) == ["alpha", "git", "git.log", "git.status", "gitx", "zeta"]
+    assert list(tools.git) == ["log", "status"]
+    assert "gitx" in tools and "gi" not in tools and 3 not in tools
+    assert dir(tools) == ["alpha", "git", "gitx", "zeta"]
 
 
 # --------------------------------------------------------------------------- RestrictedPython

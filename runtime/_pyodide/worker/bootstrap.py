@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # the same file, as the type checker finds it
         log_cost,
         memory_message,
         overflow_frames,
+        pack_names,
         syntax_message,
     )
     from runtime._worker._program import format_program_exception as _format_exception
@@ -60,6 +61,7 @@ else:  # loaded by worker.js from runtime/_worker/_program.py, before this modul
         log_cost,
         memory_message,
         overflow_frames,
+        pack_names,
         syntax_message,
     )
     from _ptc_program import format_program_exception as _format_exception
@@ -285,7 +287,7 @@ class _PyodideRun:
         self.finished = True
 
 
-async def _guarded(run: _PyodideRun, code: str, tool_names: list[str]) -> None:
+async def _guarded(run: _PyodideRun, code: str, tool_names: str) -> None:
     try:
         await _execute(run, code, tool_names)
     except BaseException as exc:  # a bug here must end the run, not hang it
@@ -294,7 +296,7 @@ async def _guarded(run: _PyodideRun, code: str, tool_names: list[str]) -> None:
             run.finish({"type": "error", "kind": "exception", "message": message})
 
 
-async def _execute(run: _PyodideRun, code: str, tool_names: list[str]) -> None:
+async def _execute(run: _PyodideRun, code: str, tool_names: str) -> None:
     tools = Tools(run, tool_names)
     sys.stdout = sys.stderr = run.writer
     linecache.cache[PROGRAM_FILENAME] = (len(code), None, code.splitlines(True), PROGRAM_FILENAME)
@@ -365,7 +367,7 @@ class _Worker:
             self.run.answer(frame)
         elif kind == "run" and self.run is None:
             self.run = _PyodideRun(self._send, frame)
-            names = [str(name) for name in frame["tools"]]
+            names = str(frame["tools"])  # (packed: see _ptc_program.pack_names)
             self.task = asyncio.ensure_future(_guarded(self.run, str(frame["code"]), names))
 
 
@@ -531,7 +533,9 @@ def _warm_up_calls(send: Send | None) -> None:
     worker = _Worker(capture)
     limits = {"max_output_bytes": 1 << 20, "max_message_bytes": 1 << 20, "max_tool_calls": 8}
     try:
-        worker.receive(dumps({"type": "run", "code": _WARM_UP_CALLS, "tools": ["echo"], **limits}))
+        worker.receive(
+            dumps({"type": "run", "code": _WARM_UP_CALLS, "tools": pack_names(["echo"]), **limits})
+        )
         for _ in range(8):  # each answer runs the program to its next call (inline)
             calls = [
                 loads(part)
