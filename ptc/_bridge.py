@@ -141,7 +141,10 @@ class Bridge:
         self._max_parallel = max_parallel
         self._publish = publish
         self._dispatch_log = dispatch_log
-        self._tracing = tracing
+        # Decided once per run (the check reads the environment): without a
+        # provider that records, a sub-call's no-op span would only pass the
+        # run's span on, which the sub-call's context (its caller's) has current.
+        self._tracing = tracing if tracing is not None and tracing.recording() else None
         self._trace_parent = trace_parent  # the run's span: every sub-call's parent
         self.signal = AbortSignal()
         self._detach = ctx.signal.add_listener(lambda: self.signal.abort(ctx.signal.reason))
@@ -255,9 +258,7 @@ class Bridge:
 
     async def _dispatch_started(self, pending: SubCall) -> None:
         tracing = self._tracing
-        if tracing is None or not tracing.recording():
-            # A no-op span would only pass the run's span on, which the sub-call's
-            # context (a copy of its caller's) already has current.
+        if tracing is None:
             await self._run_sub_call(pending)
             return
         attributes = call_attributes(pending.name, pending.sub_id, "sub")

@@ -463,3 +463,34 @@ def test_the_global_provider_is_a_no_op_until_an_sdk_is_set_then_it_is_followed(
     """
     )
     assert out.split("\n")[:2] == ["0", "['ptc.run_code', 'ptc.tool echo']"]
+
+
+async def test_with_no_provider_a_sub_call_has_no_span_and_sees_the_callers_as_current() -> None:
+    # The API's no-op span only passes its parent on: the sub-call goes without
+    # one (``Tracing.recording``), and its body sees what it saw before.
+    from opentelemetry import context, trace
+
+    assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)  # none set here
+    seen: list[trace.SpanContext] = []
+    reg = ToolRegistry()
+
+    @reg.tool(concurrency_safe=True)
+    async def where() -> str:
+        """Which span is current."""
+        seen.append(trace.get_current_span().get_span_context())
+        return "ok"
+
+    caller = trace.SpanContext(
+        trace_id=0x1234, span_id=0x5678, is_remote=True, trace_flags=trace.TraceFlags(1)
+    )
+    token = context.attach(trace.set_span_in_context(trace.NonRecordingSpan(caller)))
+    try:
+        async with CodeExecutor(reg, runtime=InProcessRuntime()) as ex:
+            result = await ex.run_code("return [await tools.where({}), await tools.where({})]")
+        plain = await CodeExecutor(reg, runtime=InProcessRuntime()).run_code(
+            "return await tools.where({})"
+        )
+    finally:
+        context.detach(token)
+    assert not result.is_error and not plain.is_error
+    assert [(c.trace_id, c.span_id) for c in seen] == [(0x1234, 0x5678)] * 3
