@@ -19,9 +19,10 @@ waits for its calls whatever the deadline.
 Tasks: the runtime's task that reads a call waits for it, while the sub-call
 runs in a task of the bridge's group, so that it can go on after its run
 (abandoned). Those tasks are runners parked between sub-calls and reused
-(``runtime._host._runners``): waking one costs far less than starting a task,
-and each sub-call still runs in a copy of the context of the call that made
-it, as in a task of its own. They are shielded (a started sub-call is stopped
+(``runtime._host._runners``), because it pays: ``Bridge.call_tool`` of a
+no-op tool took 88 µs with a task started per sub-call, 63 µs with a parked
+one woken. Each sub-call still runs in a copy of the context of the call that
+made it, as in a task of its own. They are shielded (a started sub-call is stopped
 through its signal, never cancelled from outside) and leave when the bridge
 settles.
 """

@@ -8,7 +8,8 @@ import anyio
 import pytest
 
 from ptc import CodeExecutor
-from registry import ToolRegistry
+from ptc._bridge import Bridge, Settlement
+from registry import ToolCall, ToolRegistry, ToolRunContext
 from runtime.testing import InProcessRuntime
 
 pytestmark = pytest.mark.anyio
@@ -67,3 +68,43 @@ async def test_queued_sub_calls_run_in_their_callers_context_not_their_starters(
     ) as ex:
         result = await ex.run_code(GATHER)
     assert result.value["result"] == ["caller"] * 6
+
+
+async def test_a_call_handed_to_a_parked_runner_runs_though_the_group_is_cancelled_meanwhile() -> (
+    None
+):
+    # The runners are shielded: one woken for a call as its group is cancelled
+    # (the run's own group, when the caller gives up) still runs the call, so
+    # the call settles and whoever waits for it is not left waiting.
+    tasks: list[object] = []
+    reg = _registry(tasks)
+    contexts: list[ToolRunContext] = []
+
+    @reg.tool()
+    async def outer(ctx: ToolRunContext) -> int:
+        """Stand in for run_code: hands out its context."""
+        contexts.append(ctx)
+        return 0
+
+    await reg.execute(ToolCall(call_id="run", name="outer", arguments={}))
+    second = None
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            bridge = Bridge(
+                registry=reg,
+                ctx=contexts[0],
+                task_group=group,
+                can_abandon=True,  # (a call lost would be given up on, not waited for)
+                settlement=Settlement(0.1),
+                max_parallel=4,
+                publish=None,
+                dispatch_log=None,
+            )
+            first = await bridge.call_tool("mark", {"label": "a"})  # its runner parks
+            group.cancel_scope.cancel()
+            with anyio.move_on_after(5, shield=True):
+                second = await bridge.call_tool("mark", {"label": "b"})
+            bridge.settle()
+            assert await bridge.drain() == []
+    assert first.ok and second is not None and second.ok
+    assert len(tasks) == 2 and len(set(tasks)) == 1  # the parked runner ran it
