@@ -142,13 +142,18 @@ class Worker:
         "_status_done",
         "finished",
         "greeting",
+        "init",
         "pid",
         "sock",
         "status_fd",
     )
 
-    def __init__(self, pid: int, sock: socket.socket, status_fd: int) -> None:
+    def __init__(
+        self, pid: int, sock: socket.socket, status_fd: int, *, init: bool = False
+    ) -> None:
         self.pid = pid
+        # Forked by the zygote as the init of a new PID namespace (no supervisor).
+        self.init = init
         self.sock = sock
         self.status_fd = status_fd
         self.finished = False
@@ -181,11 +186,12 @@ class Worker:
     async def end(self, grace: float) -> None:
         """End a worker whose run did not finish; return once all of it is gone.
 
-        A worker with a PID namespace is asked to end (SIGTERM to its
-        supervisor, outside the namespace and the program's reach): the
-        supervisor kills the namespace's init and exits after the kernel has
-        killed and reaped every process in it, so its status, reported by the
-        zygote, means none is left and their memory is freed. Waiting is
+        A worker with a PID namespace is the namespace's init, or its
+        supervisor (outside the namespace and the program's reach). The init
+        is killed; the supervisor is asked to end (SIGTERM), kills the init and
+        exits once it is reaped. Either way the kernel kills and reaps every
+        process of the namespace before its init is reaped, so the status the
+        zygote reports means none is left and their memory is freed. Waiting is
         bounded by ``grace``; the whole process group is killed after it
         either way (and at once for a worker without a namespace).
         """
@@ -193,7 +199,7 @@ class Worker:
             self._read_status()
         if not self._exited and self.supervised:
             with contextlib.suppress(OSError):
-                os.kill(self.pid, signal.SIGTERM)
+                os.kill(self.pid, signal.SIGKILL if self.init else signal.SIGTERM)
             await self.wait_status(grace)
         self.kill()
 
@@ -372,7 +378,8 @@ class _ZygoteProcess:
                 # than when a run takes it.
                 sock.setblocking(False)
                 os.set_blocking(fds[1], False)
-                replies.append((reply["id"], Worker(reply["pid"], sock, fds[1])))
+                worker = Worker(reply["pid"], sock, fds[1], init=reply.get("init") is True)
+                replies.append((reply["id"], worker))
             else:
                 for fd in fds:
                     os.close(fd)

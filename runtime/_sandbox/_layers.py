@@ -22,7 +22,10 @@ what earlier ones need:
    they did to their signals, groups or sessions: nothing of a run outlives
    it. The init reaps and reports the program's wait status to the supervisor,
    which exits the same way (re-raising its signal, and reporting ``SIGXCPU``
-   when the CPU hard limit caused a ``SIGKILL``).
+   when the CPU hard limit caused a ``SIGKILL``). A worker the zygote forked
+   as root is already the init of a PID namespace made for it (``as_init``):
+   it forks nothing and is the program, PID 1 — one process per run — and
+   its end is the namespace's.
 5. **privileges**: supplementary groups dropped, uid/gid switched to an
    unprivileged id (see ``_namespaces``), the capability bounding, ambient,
    permitted and effective sets emptied, ``no_new_privs`` and non-dumpable set.
@@ -303,7 +306,8 @@ class _Namespaces:
     """What :func:`_enter_namespaces` achieved, for the later layers."""
 
     mapping: str | None = None  # "privileged", "self" or None (no user namespace)
-    pid: bool = False  # the program is PID 2, under an init of ours
+    pid: bool = False  # the program is PID 2 under an init of ours, or PID 1 (lifeline)
+    lifeline: int = -1  # the program is the init its parent forked: closes as it dies
 
 
 def _enter_namespaces(
@@ -313,16 +317,22 @@ def _enter_namespaces(
     report: _Report,
     parent_death: _ParentDeath,
     id_mapper: Callable[[bool], bool] | None,
+    as_init: int | None,
 ) -> _Namespaces:
-    """Unshare, map ids, build the private root, fork init and program; return in the program."""
+    """Unshare, map ids, build the private root, fork init and program; return in the program.
+
+    With ``as_init`` (see :func:`enter_sandbox`) the PID namespace exists and
+    this process is its init: nothing is forked, it is the program.
+    """
     flags = (
         _namespaces.CLONE_NEWUSER
         | _namespaces.CLONE_NEWNS
         | _namespaces.CLONE_NEWNET
         | _namespaces.CLONE_NEWIPC
         | _namespaces.CLONE_NEWUTS
-        | _namespaces.CLONE_NEWPID
     )
+    if as_init is None:
+        flags |= _namespaces.CLONE_NEWPID
     privileged = os.geteuid() == 0
     uid, gid, parent = os.geteuid(), os.getegid(), os.getpid()
     helper = -1
@@ -397,6 +407,19 @@ def _enter_namespaces(
     except OSError as exc:
         report.add("mount-namespace", False, f"private root not built: {exc}")
     mapping = "privileged" if privileged else "self"
+    if as_init is not None:
+        if os.getpid() != 1:  # (the caller's fork made no namespace)
+            report.add(
+                "pid-namespace", False, f"not the init of a PID namespace: PID {os.getpid()}"
+            )
+            return _Namespaces(mapping, lifeline=as_init)
+        report.add(
+            "pid-namespace",
+            True,
+            "the program is PID 1 of its own namespace, made as it was forked, "
+            "and the namespace ends with it",
+        )
+        return _Namespaces(mapping, pid=True, lifeline=as_init)
     # The id switch of build_private_root reset the parent-death signal: this
     # process is about to supervise, and must still die with its parent.
     parent_death.restore()
@@ -595,11 +618,11 @@ def _capbset_read(cap: int) -> int:
         return 0  # EINVAL: no such capability
 
 
-def _apply_rlimits(config: SandboxConfig, report: _Report) -> None:
+def _apply_rlimits(config: SandboxConfig, report: _Report, *, init: bool) -> None:
     cpu = max(1, math.ceil(config.cpu_seconds))
-    # SIGXCPU at the soft limit, SIGKILL one second later if it is ignored (the
-    # program is never PID 1 of a namespace, which would ignore the SIGXCPU).
-    cpu_hard = cpu + 1
+    # SIGXCPU at the soft limit, SIGKILL one second later if it is ignored; at
+    # once for the init of a PID namespace, which ignores a SIGXCPU.
+    cpu_hard = cpu if init else cpu + 1
     limits = [
         ("CORE", resource.RLIMIT_CORE, 0, 0),
         ("NOFILE", resource.RLIMIT_NOFILE, config.max_open_files, config.max_open_files),
@@ -627,6 +650,7 @@ def enter_sandbox(
     *,
     keep_fds: Sequence[int],
     id_mapper: Callable[[bool], bool] | None = None,
+    as_init: int | None = None,
 ) -> list[LayerStatus]:
     """Apply every available isolation layer to the calling worker process.
 
@@ -641,6 +665,13 @@ def enter_sandbox(
     ``id_mapper``, for a root caller, asks a process outside the new user
     namespace to write its id maps: called with whether ``unshare`` succeeded,
     it returns whether the maps were written. Without it a helper is forked.
+
+    ``as_init``, when the caller forked this process as the init of a new PID
+    namespace (the zygote does, as root), is the read end of a pipe whose write
+    end only the parent holds: nothing is forked, this process is the program
+    (PID 1: the kernel kills every other process of the namespace as it
+    ends), and it exits if the parent is gone once its parent-death signal is
+    set for the last time. (In ``keep_fds``; closed here.)
 
     Raises:
         SandboxError: ``config.strict`` and a requested layer is unavailable,
@@ -681,7 +712,9 @@ def enter_sandbox(
         raise SandboxError(f"cannot use the work directory {workdir!r}: {exc}") from exc
     namespaces = _Namespaces()
     if config.namespaces:
-        namespaces = _enter_namespaces(config, workdir, read_only, report, parent_death, id_mapper)
+        namespaces = _enter_namespaces(
+            config, workdir, read_only, report, parent_death, id_mapper, as_init
+        )
     else:
         for name in _NAMESPACE_LAYERS:
             report.add(name, False, "switched off by configuration", required=False)
@@ -698,12 +731,17 @@ def enter_sandbox(
         f"cwd {_namespaces.SANDBOX_WORKDIR} (the workdir)" if rooted else f"cwd {workdir}",
     )
     _drop_privileges(namespaces, report)
-    if not namespaces.pid:
-        # This process is still the caller's child, and the id switch reset
-        # its parent-death signal. (The program under an init needs none: the
-        # init's end ends it.)
-        parent_death.restore()
-    _apply_rlimits(config, report)
+    # The id switch reset the parent-death signal. (The program under an init
+    # needs none: the init's end ends it.)
+    if namespaces.lifeline >= 0:
+        # The init the caller forked: its parent, outside the namespace, is
+        # invisible to getppid(); the lifeline tells whether it still lives.
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        _check_lifeline(namespaces.lifeline)
+        os.close(namespaces.lifeline)
+    elif not namespaces.pid:
+        parent_death.restore()  # (still the caller's child)
+    _apply_rlimits(config, report, init=namespaces.pid and namespaces.lifeline >= 0)
     if ruleset is not None:
         fd, abi = ruleset
         try:

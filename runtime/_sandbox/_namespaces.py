@@ -45,6 +45,7 @@ __all__ = [
     "map_ids",
     "map_self",
     "set_hostname",
+    "setns",
     "unshare",
     "write_id_maps",
 ]
@@ -96,6 +97,11 @@ def _check(result: int, what: str) -> None:
 def unshare(flags: int) -> None:
     """``unshare(2)``; raises ``OSError`` with the reason on refusal."""
     _check(libc.unshare(ctypes.c_int(flags)), "unshare")
+
+
+def setns(fd: int, nstype: int) -> None:
+    """Join the namespace ``fd`` refers to (``setns(2)``); ``OSError`` when refused."""
+    _check(libc.setns(ctypes.c_int(fd), ctypes.c_int(nstype)), "setns")
 
 
 def set_hostname(name: str) -> None:

@@ -4,19 +4,24 @@ Runs in its own isolated interpreter (``python -I -S``, empty environment),
 started by ``_pool``. It imports the bootstrap, the sandbox layers and the
 allowed modules once, then serves fork requests from the host over a
 ``SOCK_SEQPACKET`` control socket (and cancellations: ``{"cancel": id}`` kills
-the worker forked for request ``id`` if it still lives; its run gave up). For each request it creates the run
-channel (a socketpair), a status pipe and a private work directory, forks,
-and hands the host its end of the channel and the read end of the status pipe
-with ``SCM_RIGHTS``. The child puts itself in its own process group, enters
+the worker forked for request ``id`` if it still lives; its run gave up). For
+each request it creates the run channel (a socketpair), a status pipe and a
+private work directory, forks, and hands the host its end of the channel and
+the read end of the status pipe with ``SCM_RIGHTS``. The child puts itself in its own process group, enters
 the sandbox and waits for its program (that is what makes a spare "already
 sandboxed"). Run as root, the zygote also writes each child's user-namespace
 id maps when the child asks (a root process outside the namespace must; this
-spares every worker the fork of a helper). The zygote reaps every child and writes its raw wait status into
-the status pipe, then removes the work directory.
+spares every worker the fork of a helper), and forks each namespaced child
+into a PID namespace of its own (``unshare(CLONE_NEWPID)`` before the fork,
+``setns`` back after it): the child is that namespace's init and runs the
+program itself. A run is then one process, where a worker that makes its own
+PID namespace needs three (a supervisor, an init and the program). The zygote
+reaps every child and writes its raw wait status into the status pipe, then
+removes the work directory.
 
 It stays single-threaded: forking is only safe that way. When the control
 socket closes, it kills every child's process group, reaps them and exits. It
-is a child subreaper: the init of a killed worker's PID namespace is
+is a child subreaper: the init of a killed supervisor's PID namespace is
 reparented to it and reaped here, not left to the machine's init.
 
 The sandbox layers, the import guard and (with ``restricted``) RestrictedPython
@@ -94,6 +99,18 @@ class _ForkServer:
         # Workers waiting for their id maps: the pipe each asks on -> (pid, answer pipe).
         self.mapping: dict[int, tuple[int, int]] = {}
         self.maps_ids = os.geteuid() == 0
+        # As root, the zygote makes each namespaced worker's PID namespace as it
+        # forks it: the worker is its init (PID 1), with no supervisor process
+        # between (one fork, one process per run). Its own PID namespace, to
+        # return to after each fork; -1 once that is refused (workers then make
+        # their own, under a supervisor).
+        self.pid_ns = -1
+        if self.maps_ids:
+            with contextlib.suppress(OSError):
+                self.pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        # The write end of each init's lifeline, closed as it is reaped (or
+        # as this process dies): the init's parent cannot be seen from inside.
+        self.lifelines: dict[int, int] = {}
 
     def serve(self) -> NoReturn:
         signal.signal(signal.SIGCHLD, lambda signum, frame: None)
@@ -144,6 +161,9 @@ class _ForkServer:
                 continue  # an init, reparented here when its supervisor died
             status_w, workdir, request_id = entry
             self.requests.pop(request_id, None)
+            lifeline = self.lifelines.pop(pid, None)
+            if lifeline is not None:
+                os.close(lifeline)
             for ask, (child, _answer) in list(self.mapping.items()):
                 if child == pid:
                     self.end_mapping(ask)
@@ -208,20 +228,29 @@ class _ForkServer:
             self.ctl.send(orjson.dumps({"id": request_id, "error": str(exc)}))
             return
         pipes: tuple[int, int, int, int] | None = None
+        lifeline: tuple[int, int] | None = None
         try:
             if self.maps_ids and request["namespaces"]:
                 pipes = (*os.pipe(), *os.pipe())  # the worker's ask, the zygote's answer
+            if request["namespaces"] and self.new_pid_namespace():
+                lifeline = os.pipe()
             pid = os.fork()
         except OSError as exc:
+            if lifeline is not None:
+                self.leave_pid_namespace()
             host_end.close()
             child_end.close()
-            for fd in pipes or ():
+            for fd in (*(pipes or ()), *(lifeline or ())):
                 os.close(fd)
             shutil.rmtree(workdir, ignore_errors=True)
             self.ctl.send(orjson.dumps({"id": request_id, "error": f"fork failed: {exc}"}))
             return
         if pid == 0:
-            self.child(request, child_end, workdir, pipes)
+            self.child(request, child_end, workdir, pipes, lifeline)
+        if lifeline is not None:
+            self.leave_pid_namespace()
+            os.close(lifeline[0])
+            self.lifelines[pid] = lifeline[1]
         with contextlib.suppress(OSError):
             os.setpgid(pid, pid)  # also done by the child: whichever runs first wins
         child_end.close()
@@ -236,7 +265,7 @@ class _ForkServer:
         try:
             socket.send_fds(
                 self.ctl,
-                [orjson.dumps({"id": request_id, "pid": pid})],
+                [orjson.dumps({"id": request_id, "pid": pid, "init": lifeline is not None})],
                 [host_end.fileno(), status_r],
             )
         except OSError:
@@ -245,12 +274,36 @@ class _ForkServer:
             host_end.close()
             os.close(status_r)
 
+    def new_pid_namespace(self) -> bool:
+        """Have the next fork start a new PID namespace; whether it will."""
+        if self.pid_ns < 0:
+            return False
+        try:
+            self.namespaces.unshare(self.namespaces.CLONE_NEWPID)
+        except OSError:
+            os.close(self.pid_ns)
+            self.pid_ns = -1  # refused: workers make their own from now on
+            return False
+        return True
+
+    def leave_pid_namespace(self) -> None:
+        """Have later forks start in this process's own PID namespace again.
+
+        A later worker must never join an earlier one's namespace: if this is
+        refused, nothing more is forked (the zygote shuts down).
+        """
+        try:
+            self.namespaces.setns(self.pid_ns, self.namespaces.CLONE_NEWPID)
+        except OSError:
+            self.shutdown()
+
     def child(
         self,
         request: dict[str, Any],
         sock: socket.socket,
         workdir: str,
         pipes: tuple[int, int, int, int] | None,
+        lifeline: tuple[int, int] | None,
     ) -> NoReturn:
         try:
             os.setpgid(0, 0)
@@ -258,8 +311,14 @@ class _ForkServer:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             # (enter_sandbox sets it again after each credential change.)
             prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-            if os.getppid() != self.pid:
-                os._exit(EXIT_INTERNAL)  # the zygote died before the death signal was set
+            # Unless the zygote died before the death signal was set (an init
+            # sees no parent: its lifeline tells).
+            if lifeline is not None:
+                os.close(lifeline[1])
+                if select.select([lifeline[0]], [], [], 0)[0]:
+                    os._exit(EXIT_INTERNAL)
+            elif os.getppid() != self.pid:
+                os._exit(EXIT_INTERNAL)
             null = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):
                 os.dup2(null, fd)
@@ -267,13 +326,17 @@ class _ForkServer:
             loop, replies = new_worker_loop()
             keep = [sock.fileno(), *_loop_fds(loop)]
             id_mapper = None
+            as_init = None
+            if lifeline is not None:
+                as_init = lifeline[0]
+                keep.append(as_init)
             if pipes is not None:
                 ask_r, ask_w, answer_r, answer_w = pipes
                 os.close(ask_r)
                 os.close(answer_w)
                 keep += [ask_w, answer_r]
                 id_mapper = functools.partial(_ask_for_id_maps, ask_w, answer_r)
-            layers = self.enter(request, workdir, keep, id_mapper)
+            layers = self.enter(request, workdir, keep, id_mapper, as_init)
             serve(sock, loop, layers, self.settings, replies)
         except BaseException as exc:
             self.report_failure(sock, exc)
@@ -285,6 +348,7 @@ class _ForkServer:
         workdir: str,
         keep: list[int],
         id_mapper: Callable[[bool], bool] | None,
+        as_init: int | None,
     ) -> list[list[Any]]:
         fields = {
             "workdir": workdir,
@@ -297,7 +361,10 @@ class _ForkServer:
             "strict": request["strict"],
         }
         statuses = self.sandbox.enter_sandbox(
-            self.sandbox.SandboxConfig(**fields), keep_fds=keep, id_mapper=id_mapper
+            self.sandbox.SandboxConfig(**fields),
+            keep_fds=keep,
+            id_mapper=id_mapper,
+            as_init=as_init,
         )
         return [[status.name, status.active, status.detail] for status in statuses]
 

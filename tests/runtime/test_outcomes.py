@@ -18,6 +18,7 @@ import typing
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import anyio
 import orjson
 import pytest
 
@@ -45,11 +46,13 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+HOSTILE_MODULES = [*DEFAULT_ALLOWED_MODULES, "os", "signal"]
+
+
 @pytest.fixture(scope="module")
 async def hostile() -> AsyncIterator[SubprocessRuntime]:
     """Every OS layer on, and ``os``/``signal`` importable: to misbehave on purpose."""
-    allowed = [*DEFAULT_ALLOWED_MODULES, "os", "signal"]
-    async with SubprocessRuntime(allowed_modules=allowed) as backend:
+    async with SubprocessRuntime(allowed_modules=HOSTILE_MODULES) as backend:
         yield backend
 
 
@@ -86,18 +89,44 @@ async def test_an_exit_code_decides_no_kind(hostile: SubprocessRuntime, code: in
     assert outcome.logs == ["bye"]
 
 
-async def test_a_self_sent_sigxcpu_is_a_crash_not_the_cpu_limit(hostile: SubprocessRuntime) -> None:
-    outcome = await run(hostile, "import os, signal\nos.kill(os.getpid(), signal.SIGXCPU)")
+@pytest.mark.parametrize("name", ["SIGXCPU", "SIGSYS"])
+async def test_a_self_sent_signal_of_a_limit_decides_nothing(
+    hostile: SubprocessRuntime, name: str
+) -> None:
+    code = f"import os, signal\nos.kill(os.getpid(), signal.{name})\nreturn os.getpid()"
+    # Without a PID namespace the program dies of it: a crash, not the limit.
+    layers = ("seccomp", "landlock")
+    async with SubprocessRuntime(allowed_modules=HOSTILE_MODULES, layers=layers) as plain:
+        outcome = await run(plain, code)
     assert outcome.kind == "crashed", outcome
-    assert "killed by SIGXCPU" in outcome.message
+    assert f"killed by {name}" in outcome.message
+    outcome = await run(hostile, code)
+    if os.geteuid() == 0:
+        # The zygote forks every worker as the init of its own PID namespace,
+        # and an init ignores the signals it sends itself: the program goes on.
+        assert outcome.ok and outcome.result == 1, outcome
+    else:
+        assert outcome.kind == "crashed" and f"killed by {name}" in outcome.message, outcome
 
 
-async def test_a_self_sent_sigsys_says_only_what_the_host_knows(
+async def test_each_worker_is_the_only_process_of_a_pid_namespace_of_its_own(
     hostile: SubprocessRuntime,
 ) -> None:
-    outcome = await run(hostile, "import os, signal\nos.kill(os.getpid(), signal.SIGSYS)")
-    assert outcome.kind == "crashed", outcome
-    assert "killed by SIGSYS" in outcome.message
+    if os.geteuid() != 0:
+        pytest.skip("the zygote makes the workers' PID namespaces as root only")
+    # Several at once, and one after another: each is PID 1 of its own namespace
+    # (two could not be PID 1 of one), with no parent inside it.
+    code = "import os\nawait tools.echo({})\nreturn [os.getpid(), os.getppid()]"
+    async with anyio.create_task_group() as group:
+        outcomes: list[RunOutcome] = []
+
+        async def one() -> None:
+            outcomes.append(await run(hostile, code))
+
+        for _ in range(4):
+            group.start_soon(one)
+    outcomes += [await run(hostile, code) for _ in range(3)]
+    assert [outcome.result for outcome in outcomes] == [[1, 0]] * 7, outcomes
 
 
 @pytest.mark.parametrize(
