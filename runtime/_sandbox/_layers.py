@@ -338,6 +338,9 @@ def _enter_namespaces(
     helper = -1
     # A mapper outside the new namespace (the zygote) spares the fork of a helper.
     forks_helper = privileged and id_mapper is None
+    if forks_helper and as_init is not None:
+        # (The helper would find this process by its PID, 1 in here.)
+        raise SandboxError("an init of a PID namespace needs an id mapper as root")
     if forks_helper:
         go_r, go_w = os.pipe()
         done_r, done_w = os.pipe()
@@ -671,7 +674,8 @@ def enter_sandbox(
     end only the parent holds: nothing is forked, this process is the program
     (PID 1: the kernel kills every other process of the namespace as it
     ends), and it exits if the parent is gone once its parent-death signal is
-    set for the last time. (In ``keep_fds``; closed here.)
+    set for the last time. (In ``keep_fds``; closed here. As root it needs
+    ``id_mapper``.)
 
     Raises:
         SandboxError: ``config.strict`` and a requested layer is unavailable,

@@ -25,9 +25,11 @@ import contextlib
 import ctypes
 import errno
 import os
+import signal
 from collections.abc import Iterable
 from typing import Final, NoReturn
 
+from .._exceptions import SandboxError
 from ._libc import PR_SET_DUMPABLE, libc, prctl, syscall
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "SANDBOX_ID",
     "SANDBOX_WORKDIR",
     "build_private_root",
+    "fork_as_init",
     "map_ids",
     "map_self",
     "set_hostname",
@@ -102,6 +105,42 @@ def unshare(flags: int) -> None:
 def setns(fd: int, nstype: int) -> None:
     """Join the namespace ``fd`` refers to (``setns(2)``); ``OSError`` when refused."""
     _check(libc.setns(ctypes.c_int(fd), ctypes.c_int(nstype)), "setns")
+
+
+def fork_as_init(own_pid_namespace: int) -> int | None:
+    """``os.fork()``, the child being the init (PID 1) of a new PID namespace.
+
+    ``own_pid_namespace`` is a descriptor of the caller's own PID namespace,
+    which the caller's later forks return to: no later child joins this one's.
+    Returns ``None`` when the new namespace is refused (nothing is forked).
+    Raises ``OSError`` when the fork fails, :class:`SandboxError` when
+    returning to the caller's own namespace is refused (the child, if any, is
+    killed and reaped: the caller must fork nothing more).
+    """
+    try:
+        unshare(CLONE_NEWPID)
+    except OSError:
+        return None
+    try:
+        pid = os.fork()
+    except OSError:
+        _return_to(own_pid_namespace)
+        raise
+    if pid:
+        try:
+            _return_to(own_pid_namespace)
+        except SandboxError:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise
+    return pid
+
+
+def _return_to(own_pid_namespace: int) -> None:
+    try:
+        setns(own_pid_namespace, CLONE_NEWPID)
+    except OSError as exc:
+        raise SandboxError(f"cannot return to its own PID namespace: {exc}") from exc
 
 
 def set_hostname(name: str) -> None:

@@ -50,6 +50,7 @@ from typing import Any, NoReturn
 
 import orjson
 
+from .._exceptions import SandboxError
 from .._sandbox._libc import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, prctl
 from ._bootstrap import (
     EXIT_INTERNAL,
@@ -232,12 +233,21 @@ class _ForkServer:
         try:
             if self.maps_ids and request["namespaces"]:
                 pipes = (*os.pipe(), *os.pipe())  # the worker's ask, the zygote's answer
-            if request["namespaces"] and self.new_pid_namespace():
+            pid: int | None = None
+            if request["namespaces"] and self.pid_ns >= 0:
                 lifeline = os.pipe()
-            pid = os.fork()
+                pid = self.namespaces.fork_as_init(self.pid_ns)
+                if pid is None:  # refused: workers make their own from now on
+                    os.close(self.pid_ns)
+                    self.pid_ns = -1
+                    os.close(lifeline[0])
+                    os.close(lifeline[1])
+                    lifeline = None
+            if pid is None:
+                pid = os.fork()
+        except SandboxError:
+            self.shutdown()  # a later worker would join an earlier one's namespace
         except OSError as exc:
-            if lifeline is not None:
-                self.leave_pid_namespace()
             host_end.close()
             child_end.close()
             for fd in (*(pipes or ()), *(lifeline or ())):
@@ -248,7 +258,6 @@ class _ForkServer:
         if pid == 0:
             self.child(request, child_end, workdir, pipes, lifeline)
         if lifeline is not None:
-            self.leave_pid_namespace()
             os.close(lifeline[0])
             self.lifelines[pid] = lifeline[1]
         with contextlib.suppress(OSError):
@@ -273,29 +282,6 @@ class _ForkServer:
         finally:
             host_end.close()
             os.close(status_r)
-
-    def new_pid_namespace(self) -> bool:
-        """Have the next fork start a new PID namespace; whether it will."""
-        if self.pid_ns < 0:
-            return False
-        try:
-            self.namespaces.unshare(self.namespaces.CLONE_NEWPID)
-        except OSError:
-            os.close(self.pid_ns)
-            self.pid_ns = -1  # refused: workers make their own from now on
-            return False
-        return True
-
-    def leave_pid_namespace(self) -> None:
-        """Have later forks start in this process's own PID namespace again.
-
-        A later worker must never join an earlier one's namespace: if this is
-        refused, nothing more is forked (the zygote shuts down).
-        """
-        try:
-            self.namespaces.setns(self.pid_ns, self.namespaces.CLONE_NEWPID)
-        except OSError:
-            self.shutdown()
 
     def child(
         self,

@@ -1373,3 +1373,73 @@ def test_prctl_is_filtered_in_a_live_worker(workdir: str) -> None:
     assert results["setsid"] == results["setpgid"] == "PermissionError: EPERM"
     assert results["get pdeathsig"] == "ok: 0"
     assert results["get dumpable"] == "ok: 0"
+
+
+_FORK_AS_INIT = r"""
+import json, os, sys, time
+sys.path.insert(0, os.getcwd())
+from runtime._exceptions import SandboxError
+from runtime._sandbox import _namespaces
+
+own = os.open("/proc/self/ns/pid", os.O_RDONLY)
+report = {}
+
+
+def pid_seen_by_child(fork):
+    r, w = os.pipe()
+    pid = fork()
+    if pid == 0:
+        os.write(w, str(os.getpid()).encode())
+        os._exit(0)
+    os.close(w)
+    seen = int(os.read(r, 16))
+    os.close(r)
+    os.waitpid(pid, 0)
+    return seen
+
+
+report["inits"] = [pid_seen_by_child(lambda: _namespaces.fork_as_init(own)) for _ in range(3)]
+report["plain"] = pid_seen_by_child(os.fork)
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:  # without the capability, the namespace is refused and nothing forked
+    os.setgid(65534)
+    os.setuid(65534)
+    os.write(w, json.dumps(_namespaces.fork_as_init(own)).encode())
+    os._exit(0)
+os.close(w)
+report["refused"] = json.loads(os.read(r, 16))
+os.waitpid(pid, 0)
+not_a_namespace, _ = os.pipe()
+try:
+    if _namespaces.fork_as_init(not_a_namespace) == 0:
+        time.sleep(60)
+        os._exit(0)
+except SandboxError as exc:
+    report["error"] = str(exc)
+try:
+    report["left"] = os.waitpid(-1, os.WNOHANG)
+except ChildProcessError:
+    report["left"] = None
+print(json.dumps(report))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a new PID namespace needs CAP_SYS_ADMIN")
+def test_fork_as_init_gives_each_child_a_pid_namespace_of_its_own() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _FORK_AS_INIT],
+        cwd=str(Path(__file__).resolve().parents[2]),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    report = json.loads(done.stdout)
+    # Each child is PID 1 of a new namespace; a later plain fork is back in the caller's.
+    assert report["inits"] == [1, 1, 1]
+    assert report["plain"] != 1
+    assert report["refused"] is None
+    # A namespace the caller cannot return to: the child is killed and reaped, and it says so.
+    assert report["error"].startswith("cannot return to its own PID namespace")
+    assert report["left"] is None
