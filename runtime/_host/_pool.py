@@ -5,16 +5,15 @@ to ``spares`` pre-forked, already sandboxed workers ready for runs with the
 default sandbox settings. A run that finds no spare ready has one forked for
 it at once rather than waiting for another run to finish, as long as fewer
 than ``max_workers`` workers live (running, spare or being forked); past that
-bound runs queue for the next worker let go. Fork requests are fire-and-forget packets; replies
-are collected by whichever task needs a worker next, or by the housekeeping
-task (:meth:`WorkerPool.maintain`) when there is one. A worker is used for one
-run and never again. Workers for other settings are forked on demand and
+bound runs queue for the next worker let go. Fork requests are
+fire-and-forget packets; replies are collected by whichever task needs a
+worker next, or by a run while its worker starts (:meth:`WorkerPool.tidy`). A worker is used for
+one run and never again. Workers for other settings are forked on demand and
 never held: when a run stops waiting for its worker (cancelled, or out of
 time), the zygote kills that worker at once and the host closes the reply
-whenever it is collected. A dead zygote takes
-its workers with it (their parent-death signal); the housekeeping task
-notices it at once and lets go of its spares, otherwise the next request
-does, and replaces it.
+whenever it is collected. A dead zygote takes its workers with it (their
+parent-death signal, or their lifeline); the next request notices it, lets go
+of its spares and replaces it.
 """
 
 from __future__ import annotations
@@ -447,12 +446,6 @@ class WorkerPool:
         self._next_id = 0
         self._closed = False
         self._spare_error: str | None = None
-        # Workers done with, left to the housekeeping tasks (see :meth:`maintain`),
-        # and what wakes those tasks up.
-        self._retired: list[Worker] = []
-        self._maintained = False
-        self._released: anyio.Event | None = None
-        self._new_zygote: anyio.Event | None = None
 
     @property
     def zygote_pid(self) -> int | None:
@@ -649,24 +642,8 @@ class WorkerPool:
             with contextlib.suppress(_ZygoteDied):  # noticed (and replaced) on the next acquire
                 self._collect(zygote)
 
-    @property
-    def maintained(self) -> bool:
-        """Whether :meth:`maintain` runs: it then collects new spares, not the runs."""
-        return self._maintained
-
     def release(self, worker: Worker) -> None:
-        """Kill and close ``worker`` after its run, then top the spares up again.
-
-        A worker that finished (its final frame was read; it only waits to be
-        let go) is left to :meth:`maintain` when that runs, so the run's outcome
-        goes back without waiting for this housekeeping. Any other worker may
-        still be running the program: it is killed here and now.
-        """
-        if worker.finished and self._maintained and not self._closed:
-            self._retired.append(worker)
-            if self._released is not None:
-                self._released.set()
-            return
+        """Kill and close ``worker`` after its run, then top the spares up again."""
         self._retire(worker)
 
     def _retire(self, worker: Worker) -> None:
@@ -679,59 +656,6 @@ class WorkerPool:
         zygote = self._zygote
         if zygote is not None and zygote.alive and not self._closed:
             self._replenish(zygote)
-
-    async def maintain(
-        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
-        """Do the pool's housekeeping between runs; runs until cancelled.
-
-        The runtime's own task (when it is used as an async context manager):
-        finished workers are killed and closed and their replacements asked
-        for after their runs returned, and new spares are collected as the
-        zygote sends them, instead of in the middle of the next run.
-        """
-        self._maintained = True
-        try:
-            async with anyio.create_task_group() as group:
-                group.start_soon(self._retire_released, name="ptc-pool-retire")
-                group.start_soon(self._collect_spares, name="ptc-pool-collect")
-                task_status.started()
-        finally:
-            self._maintained = False
-            while self._retired:
-                self._retire(self._retired.pop())
-
-    async def _retire_released(self) -> None:
-        while True:
-            while self._retired:
-                self._retire(self._retired.pop())
-            self.greet()
-            self._released = anyio.Event()
-            await self._released.wait()
-
-    async def _collect_spares(self) -> None:
-        while True:
-            zygote = self._zygote
-            if zygote is None or not zygote.alive:
-                # The next run starts (or replaces) the zygote.
-                self._new_zygote = anyio.Event()
-                await self._new_zygote.wait()
-                continue
-            # Holding the lock while waiting is fine: a run that waits for a
-            # reply of its own waits for the lock, and any reply wakes this up.
-            async with self._read_lock:
-                try:
-                    await anyio.wait_readable(zygote.ctl)
-                    self._collect(zygote)
-                except anyio.ClosedResourceError:
-                    continue  # dropped by a run, which replaces it
-                except _ZygoteDied:
-                    pass
-                else:
-                    continue
-            # The zygote died (its workers with it): let go of its spares now;
-            # the next run starts a new one.
-            await self._drop_zygote(zygote)
 
     async def _ensure_zygote(self) -> _ZygoteProcess:
         if self._closed:
@@ -754,8 +678,6 @@ class WorkerPool:
             )
             self._zygote = zygote
             self._replenish(zygote)
-            if self._new_zygote is not None:
-                self._new_zygote.set()  # the housekeeping task collects its spares
             return zygote
 
     async def _drop_zygote(self, zygote: _ZygoteProcess) -> None:
@@ -775,8 +697,6 @@ class WorkerPool:
     async def aclose(self) -> None:
         """Release the spares and stop the zygote; safe to call twice."""
         self._closed = True
-        while self._retired:
-            self._retire(self._retired.pop())
         zygote = self._zygote
         if zygote is not None:
             with anyio.CancelScope(shield=True):

@@ -688,7 +688,6 @@ async def housekept() -> AsyncIterator[SubprocessRuntime]:
     async with SubprocessRuntime(
         layers=(), spares=1, allowed_modules=["asyncio", "os", "stat"]
     ) as backend:
-        assert not backend._pool.maintained
         yield backend
 
 
@@ -704,7 +703,6 @@ async def test_housekeeping_ends_a_finished_worker_after_its_run(
     pid = outcome.result
     assert isinstance(pid, int)
     # Ended as the run released it (there is no task of the runtime's to leave it to).
-    assert not housekept._pool._retired
     await _settle(lambda: _gone(pid))
     # Its channel and status pipe are closed; its replacement, asked for then,
     # is collected by the next run while that run's worker starts.
@@ -724,8 +722,7 @@ async def test_housekeeping_never_waits_to_kill_a_running_worker(
         limits=Limits(timeout=0.3),
     )
     assert outcome.kind == "timeout", outcome
-    assert not housekept._pool._retired  # killed by the run itself
-    pid = int(outcome.logs[0])
+    pid = int(outcome.logs[0])  # killed by the run itself
     await _settle(lambda: _gone(pid))
 
 
