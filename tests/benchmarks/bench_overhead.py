@@ -75,15 +75,21 @@ async def _median(work: Callable[[], Awaitable[object]], rounds: int) -> float:
 
 
 async def _interleaved(
-    works: dict[str, Callable[[], Awaitable[object]]], rounds: int
+    works: dict[str, Callable[[], Awaitable[object]]], rounds: int, pause: float = 0.0
 ) -> dict[str, float]:
-    """Medians of each work, measured in alternation (a busy moment hits all alike)."""
+    """Medians of each work, measured in alternation (a busy moment hits all alike).
+
+    ``pause`` (seconds) before each sample lets the pool make its spares again:
+    runs back to back would measure how fast workers are forked instead.
+    """
     samples: dict[str, list[float]] = {label: [] for label in works}
     for work in works.values():
         for _ in range(3):
             await work()
     for _ in range(rounds):
         for label, work in works.items():
+            if pause:
+                await anyio.sleep(pause)
             started = time.perf_counter()
             await work()
             samples[label].append(time.perf_counter() - started)
@@ -158,6 +164,7 @@ async def bench_visible_tools(rounds: int) -> None:
                 "runtime 5000": lambda: _runtime_run(runtime, "return 1", large_names),
             },
             rounds,
+            pause=0.03,
         )
     print("(b) per run, 'return 1', by visible tools")
     for where in ("executor", "runtime"):
@@ -184,6 +191,7 @@ async def bench_modes(rounds: int) -> None:
                     "plain call": lambda: _runtime_run(plain, one, names),
                 },
                 rounds,
+                pause=0.03,
             )
     finally:
         await plain.aclose()

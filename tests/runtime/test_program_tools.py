@@ -252,6 +252,8 @@ def test_the_packed_names_of_the_run_frame_are_the_names() -> None:
     assert "" not in tools and "echo\ngit" not in tools and "it.lo" not in tools
     assert list(tools.git) == ["log", "status"] and tools["émoji"] is tools.émoji
     assert len(Tools(packed._run, pack_names([]))) == 0 and list(Tools(packed._run, [])) == []
+    alone = Tools(packed._run, pack_names([""]))  # (a name the registry refuses: still one)
+    assert list(alone) == [""] and len(alone) == 1 and "" in alone
 
 
 def test_names_are_found_whatever_order_they_come_in() -> None:
