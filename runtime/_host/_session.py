@@ -44,7 +44,7 @@ from .._base import (
     ToolNames,
     check_tool_names,
 )
-from .._worker._program import is_memory_error, log_cost, pack_names
+from .._worker._program import is_memory_error, log_cost, pack_names, run_frame
 from .._worker._protocol import (
     HEADER,
     REPLY_SPIN,
@@ -108,18 +108,17 @@ async def drive_run(
     is read (see ``Runtime.run``).
     """
     names = check_tool_names(tool_names)
-    fields: dict[str, Any] = {
-        "type": "run",
-        "code": code,
+    fields = run_frame(
+        code,
         # Encoded once per set of names (the same ToolNames come back run after run).
-        "tools": names.derived("run-frame-tools", _encoded_names),
-        "max_output_bytes": limits.max_output_bytes,
-        "max_tool_calls": limits.max_tool_calls,
-        "max_message_bytes": limits.max_message_bytes,
-    }
+        names.derived("run-frame-tools", _encoded_names),
+        max_output_bytes=limits.max_output_bytes,
+        max_tool_calls=limits.max_tool_calls,
+        max_message_bytes=limits.max_message_bytes,
+        compiled=compile_program is not None,
+    )
     compiled = b""
     if compile_program is not None:
-        fields["compiled"] = True
         program = compile_program(code) or b""
         compiled = HEADER.pack(len(program)) + program
     data = encode_frame(fields) + compiled

@@ -48,6 +48,7 @@ from ._program import (
     memory_message,
     overflow_frames,
     pack_names,
+    run_frame,
     syntax_message,
 )
 from ._program import format_program_exception as _format_exception
@@ -591,15 +592,14 @@ def _prewarm(
     """
     run = _PrewarmRun(sock, loop, settings)
     run.final = False
-    frame = {
-        "type": "run",
-        "code": _PREWARM_CODE,
-        "tools": pack_names(["prewarm"]),
-        "max_output_bytes": 1 << 20,
-        "max_tool_calls": _PREWARM_CALLS,
-        "max_message_bytes": 1 << 20,
-        "compiled": True,
-    }
+    frame = run_frame(
+        _PREWARM_CODE,
+        pack_names(["prewarm"]),
+        max_output_bytes=1 << 20,
+        max_tool_calls=_PREWARM_CALLS,
+        max_message_bytes=1 << 20,
+        compiled=True,
+    )
     compiled = marshal.dumps(_compile(_PREWARM_CODE, settings))
     stdout, stderr = sys.stdout, sys.stderr
     try:

@@ -55,6 +55,7 @@ __all__ = [
     "overflow_frames",
     "pack_names",
     "program_module",
+    "run_frame",
     "syntax_message",
 ]
 
@@ -574,6 +575,34 @@ def pack_names(ordered: Iterable[str]) -> str:
     """
     names = list(ordered)
     return NAME_SEPARATOR + NAME_SEPARATOR.join(names) + NAME_SEPARATOR if names else NAME_SEPARATOR
+
+
+def run_frame(
+    code: str,
+    tools: object,
+    *,
+    max_output_bytes: int,
+    max_tool_calls: int,
+    max_message_bytes: int,
+    compiled: bool = False,
+) -> dict[str, object]:
+    """The frame that starts a run, as every worker reads it.
+
+    ``tools`` is :func:`pack_names`'s string (or its JSON, encoded once by the
+    host). ``compiled``: the program's code object follows the frame (the host
+    compiled it; a length-prefixed ``marshal`` payload).
+    """
+    frame: dict[str, object] = {
+        "type": "run",
+        "code": code,
+        "tools": tools,
+        "max_output_bytes": max_output_bytes,
+        "max_tool_calls": max_tool_calls,
+        "max_message_bytes": max_message_bytes,
+    }
+    if compiled:
+        frame["compiled"] = True
+    return frame
 
 
 class Tools:

@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # the same file, as the type checker finds it
         memory_message,
         overflow_frames,
         pack_names,
+        run_frame,
         syntax_message,
     )
     from runtime._worker._program import format_program_exception as _format_exception
@@ -62,6 +63,7 @@ else:  # loaded by worker.js from runtime/_worker/_program.py, before this modul
         memory_message,
         overflow_frames,
         pack_names,
+        run_frame,
         syntax_message,
     )
     from _ptc_program import format_program_exception as _format_exception
@@ -531,11 +533,15 @@ def _warm_up_calls(send: Send | None) -> None:
 
     stdout, stderr = sys.stdout, sys.stderr
     worker = _Worker(capture)
-    limits = {"max_output_bytes": 1 << 20, "max_message_bytes": 1 << 20, "max_tool_calls": 8}
+    frame = run_frame(
+        _WARM_UP_CALLS,
+        pack_names(["echo"]),
+        max_output_bytes=1 << 20,
+        max_tool_calls=8,
+        max_message_bytes=1 << 20,
+    )
     try:
-        worker.receive(
-            dumps({"type": "run", "code": _WARM_UP_CALLS, "tools": pack_names(["echo"]), **limits})
-        )
+        worker.receive(dumps(frame))
         for _ in range(8):  # each answer runs the program to its next call (inline)
             calls = [
                 loads(part)
