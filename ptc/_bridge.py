@@ -68,6 +68,8 @@ from ._tracing import Tracing, call_attributes
 if TYPE_CHECKING:
     from opentelemetry.context import Context
 
+    from registry._pipeline import CheckedCall
+
 __all__ = ["Bridge", "Publish", "Settlement", "SubCall"]
 
 logger = logging.getLogger("ptc")
@@ -110,6 +112,7 @@ class SubCall:
     arguments: Any
     mode: ExecutionMode
     context: contextvars.Context  # a copy of the context the call was made in
+    checked: CheckedCall  # the call, its mode and its arguments checked
     is_started: bool = False
     started: anyio.Event | None = None  # created only when the call has to queue
     finished: anyio.Event = field(default_factory=anyio.Event)
@@ -167,16 +170,29 @@ class Bridge:
         if self._closed:
             return ToolAnswer.failure("the run has ended", code=ABORTED_BEFORE_DISPATCH)
         self._count += 1
-        mode = self._registry.execution_mode(
-            ToolCall(call_id="", name=name, arguments=arguments, scope=self._ctx.scope)
+        ctx = self._ctx
+        sub_id = f"{ctx.call_id}:ptc:{self._count}"
+        # Checked once: the mode is decided on the snapshot and validation that
+        # the pipeline then runs the call with.
+        checked = self._registry.check(
+            ToolCall(
+                call_id=sub_id,
+                name=name,
+                arguments=arguments,
+                scope=ctx.scope,
+                parent=ctx.token,
+                signal=self.signal,
+                root_call_id=ctx.execution.root_call_id,
+            )
         )
         pending = SubCall(
             number=self._count,
-            sub_id=f"{self._ctx.call_id}:ptc:{self._count}",
+            sub_id=sub_id,
             name=name,
             arguments=arguments,
-            mode=mode,
+            mode=checked.mode,
             context=contextvars.copy_context(),
+            checked=checked,
         )
         self._queue.append(pending)
         self._pump()
@@ -279,17 +295,9 @@ class Bridge:
         started = time.time()
         if self._publish is not None:
             self._publish(dispatch_start_event(sub_id, parent_id, pending.name, pending.arguments))
-        call = ToolCall(
-            call_id=sub_id,
-            name=pending.name,
-            arguments=pending.arguments,
-            scope=self._ctx.scope,
-            parent=self._ctx.token,
-            signal=self.signal,
-            root_call_id=self._ctx.execution.root_call_id,
-        )
+        checked = pending.checked
         try:
-            result = await self._registry.execute(call)
+            result = await self._registry.execute(checked.call, checked=checked)
         except Exception as exc:  # the pipeline returns failures; this is a bug guard
             logger.exception("the registry raised for %s", sub_id)
             result = ToolFailure.of(f"internal error while running {pending.name}: {exc}")

@@ -29,6 +29,7 @@ from ._types import (
     ContentBlock,
     DispatchExecution,
     ErrorInfo,
+    ExecutionMode,
     ExecutionToken,
     FailureDetail,
     ToolCall,
@@ -45,7 +46,7 @@ from ._validation import CompiledTool, describe_violation
 if TYPE_CHECKING:
     from ._registry import PolicySet, ToolRegistry
 
-__all__ = ["run_pipeline"]
+__all__ = ["CheckedCall", "check_arguments", "run_pipeline"]
 
 logger = logging.getLogger("registry")
 
@@ -168,19 +169,81 @@ class _Run:
         self.ctx: ToolRunContext | None = None
 
 
+class CheckedCall:
+    """One call whose execution mode is decided, with the arguments it was decided on.
+
+    Made by :meth:`ToolRegistry.check`. ``ToolRegistry.execute(call,
+    checked=...)`` runs the call with the snapshot and validation taken here
+    instead of taking them again, once, and only while the call's name still
+    resolves to the tool they were checked against (otherwise, and on any
+    later execution, it takes them again).
+    """
+
+    __slots__ = ("_arguments", "_bad_args", "_compiled", "_violation", "call", "mode")
+
+    def __init__(
+        self,
+        call: ToolCall,
+        mode: ExecutionMode,
+        compiled: CompiledTool | None = None,
+        arguments: Any = None,
+        bad_args: str | None = None,
+        violation: str | None = None,
+    ) -> None:
+        self.call = call
+        self.mode: ExecutionMode = mode
+        # ``compiled`` is None when nothing was checked (no such tool, or one
+        # that is exclusive whatever its arguments): the pipeline does it all.
+        self._compiled = compiled
+        self._arguments = arguments  # the snapshot, never handed to anyone else
+        self._bad_args = bad_args
+        self._violation = violation
+
+    def __repr__(self) -> str:
+        return f"<CheckedCall {self.call.name!r} {self.mode}>"
+
+
+def check_arguments(call: ToolCall, compiled: CompiledTool) -> tuple[Any, str | None, str | None]:
+    """``call``'s arguments snapshotted, why they are not JSON, why ``compiled`` refuses them.
+
+    At most one of the two reasons is given; the snapshot is ``None`` when
+    the arguments are not JSON.
+    """
+    arguments, bad_args = _snapshot_arguments(call)
+    if bad_args is not None:
+        return None, bad_args, None
+    return arguments, None, describe_violation(compiled.parameters, arguments)
+
+
+def _snapshot_arguments(call: ToolCall) -> tuple[Any, str | None]:
+    try:
+        return snapshot_json(call.arguments), None
+    except NotJsonError as exc:
+        return None, f"arguments of {call.name} are not lossless JSON: {exc}"
+
+
 async def run_pipeline(
-    registry: ToolRegistry, call: ToolCall, transport: CompiledTool | None
+    registry: ToolRegistry,
+    call: ToolCall,
+    transport: CompiledTool | None,
+    checked: CheckedCall | None = None,
 ) -> ToolResult:
-    """Run ``call`` through every stage and return its final, observed result."""
+    """Run ``call`` through every stage and return its final, observed result.
+
+    ``checked``: the same call's arguments, checked before (see :class:`CheckedCall`).
+    """
     signal = call.signal
     if signal is None:
         signal = AbortSignal()
-    bad_args: str | None = None
-    try:
-        arguments = snapshot_json(call.arguments)
-    except NotJsonError as exc:
-        arguments, bad_args = None, f"arguments of {call.name} are not lossless JSON: {exc}"
     compiled = transport if transport is not None else registry._view(call.scope).get(call.name)
+    violation: str | None = None
+    validated = checked is not None and compiled is not None and checked._compiled is compiled
+    if validated:
+        assert checked is not None
+        arguments, bad_args, violation = checked._arguments, checked._bad_args, checked._violation
+        checked._compiled = None  # used once: the snapshot is now this execution's own
+    else:
+        arguments, bad_args = _snapshot_arguments(call)
     execution = _new_execution(
         ExecutionToken(),
         call.call_id,
@@ -201,7 +264,8 @@ async def run_pipeline(
     elif compiled is None:
         result = _unknown(registry, call)
     else:
-        violation = describe_violation(compiled.parameters, arguments)
+        if not validated:
+            violation = describe_violation(compiled.parameters, arguments)
         if violation is not None:
             result = _failure(
                 f"invalid arguments for {call.name}: {violation}", "ToolArgsError", INVALID_ARGS

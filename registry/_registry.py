@@ -10,8 +10,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._exceptions import RegistrationError, RestrictionError, UnknownScopeError
-from ._json import NotJsonError, clone_json, snapshot_json
-from ._pipeline import run_pipeline
+from ._json import clone_json
+from ._pipeline import CheckedCall, check_arguments, run_pipeline
 from ._policy import (
     ApprovalFn,
     GuardFn,
@@ -484,29 +484,49 @@ class ToolRegistry:
     # ------------------------------------------------------------------ execution
 
     def execution_mode(self, call: ToolCall) -> ExecutionMode:
-        """``"parallel"`` only when the visible classifier returns exactly ``True``."""
+        """``"parallel"`` only when the visible classifier returns exactly ``True``.
+
+        Unknown or hidden tools, arguments that are not JSON or break the
+        schema (the classifier is not asked then), a classifier that raises
+        or returns anything else: ``"exclusive"``.
+        """
+        return self.check(call).mode
+
+    def check(self, call: ToolCall) -> CheckedCall:
+        """``call``'s execution mode, with the checked arguments ``execute`` can reuse.
+
+        ``checked.mode`` is what :meth:`execution_mode` returns. Passing
+        ``checked`` to ``execute(call, checked=checked)`` spares the call a
+        second snapshot and validation of its arguments (a classifier gets a
+        copy of its own, so nothing it does reaches the execution).
+        """
         compiled = self._view(call.scope).get(call.name)
         if compiled is None:
-            return "exclusive"
+            return CheckedCall(call, "exclusive")
         safe = compiled.definition.concurrency_safe
         if safe is False:
-            return "exclusive"
-        try:
-            args = snapshot_json(call.arguments)
-        except NotJsonError:
-            return "exclusive"
-        if not compiled.parameters.is_valid(args):
-            return "exclusive"
+            return CheckedCall(call, "exclusive")  # the pipeline checks the arguments
+        arguments, bad_args, violation = check_arguments(call, compiled)
+        checked = CheckedCall(call, "exclusive", compiled, arguments, bad_args, violation)
+        if bad_args is not None or violation is not None:
+            return checked
         if safe is True:
-            return "parallel"
+            checked.mode = "parallel"
+            return checked
         try:
-            verdict = safe(args)
+            verdict = safe(clone_json(arguments))
         except Exception:
-            return "exclusive"
-        return "parallel" if verdict is True else "exclusive"
+            return checked
+        if verdict is True:
+            checked.mode = "parallel"
+        return checked
 
     async def execute(
-        self, call: ToolCall, *, transport: ToolDefinition | None = None
+        self,
+        call: ToolCall,
+        *,
+        transport: ToolDefinition | None = None,
+        checked: CheckedCall | None = None,
     ) -> ToolResult:
         """Run one call through the whole pipeline; always returns a result.
 
@@ -518,15 +538,25 @@ class ToolRegistry:
             transport: run the call against this unregistered definition instead
                 of looking ``call.name`` up (how ``ptc`` runs the reserved
                 ``run_code`` transport through the same policy).
+            checked: what :meth:`check` returned for this very ``call``; its
+                snapshot and validation of the arguments are used instead of
+                new ones (once; not with ``transport``).
+
+        Raises:
+            ValueError: ``checked`` is another call's, or given with ``transport``.
         """
         compiled = None
+        if checked is not None and (checked.call is not call or transport is not None):
+            raise ValueError(
+                "checked must come from check() of this very call, and not with a transport"
+            )
         if transport is not None:
             cached = self._transports.get(id(transport))
             if cached is None or cached[0] is not transport:
                 cached = (transport, compile_definition(transport, transport=True))
                 self._transports[id(transport)] = cached
             compiled = cached[1]
-        return await run_pipeline(self, call, compiled)
+        return await run_pipeline(self, call, compiled, checked)
 
 
 def _names(values: Iterable[str] | str, what: str) -> Sequence[str]:

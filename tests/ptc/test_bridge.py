@@ -9,7 +9,8 @@ import pytest
 
 from ptc import CodeExecutor
 from ptc._bridge import Bridge, Settlement
-from registry import ToolCall, ToolRegistry, ToolRunContext
+from registry import ToolCall, ToolRegistry, ToolRunContext, snapshot_json
+from registry import _pipeline as registry_pipeline
 from runtime.testing import InProcessRuntime
 
 pytestmark = pytest.mark.anyio
@@ -108,3 +109,42 @@ async def test_a_call_handed_to_a_parked_runner_runs_though_the_group_is_cancell
             assert await bridge.drain() == []
     assert first.ok and second is not None and second.ok
     assert len(tasks) == 2 and len(set(tasks)) == 1  # the parked runner ran it
+
+
+async def test_a_sub_calls_arguments_are_snapshotted_and_validated_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The mode is decided on the same checked arguments the pipeline runs the
+    # call with: a 10,000-item list is copied and checked once, not twice.
+    reg = ToolRegistry()
+
+    @reg.tool(concurrency_safe=True)
+    async def total(items: list[int]) -> int:
+        """Add the items."""
+        return sum(items)
+
+    validations = 0
+    parameters = reg.view()["total"].parameters
+    fast = parameters.fast
+    assert fast is not None
+
+    def counted_fast(value: object) -> bool:
+        nonlocal validations
+        validations += 1
+        return fast(value)
+
+    parameters.fast = counted_fast
+    snapshots: list[object] = []
+
+    def counted_snapshot(value: object) -> object:
+        if isinstance(value, dict) and "items" in value:
+            snapshots.append(value)
+        return snapshot_json(value)
+
+    monkeypatch.setattr(registry_pipeline, "snapshot_json", counted_snapshot)
+    async with CodeExecutor(reg, runtime=InProcessRuntime()) as ex:
+        result = await ex.run_code("return await tools.total({'items': list(range(10_000))})")
+    assert not result.is_error, result.content
+    assert result.value["result"] == sum(range(10_000))
+    assert validations == 1
+    assert len(snapshots) == 1

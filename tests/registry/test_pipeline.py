@@ -30,8 +30,10 @@ from registry import (
     ToolResult,
     ToolRunContext,
     ToolSuccess,
+    UnknownScopeError,
     snapshot_json,
 )
+from registry import _pipeline as registry_pipeline
 from tests.registry.helpers_pipeline import (
     ANY_OUTPUT,
     Recorder,
@@ -936,6 +938,145 @@ def test_execution_mode_unknown_or_hidden_tool_is_exclusive() -> None:
     reg.restrict("agent", deny=["echo"])
     assert reg.execution_mode(make_call(scope="agent")) == "exclusive"
     assert reg.execution_mode(make_call()) == "parallel"
+
+
+# --------------------------------------------------------------------------- check, then execute
+
+_LIST_PARAMS = {
+    "type": "object",
+    "properties": {"items": {"type": "array", "items": {"type": "integer"}}},
+    "required": ["items"],
+}
+
+
+class _Spies:
+    """Counts the argument validations of one tool and the snapshots of one arguments value."""
+
+    def __init__(self, reg: ToolRegistry, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.validations = 0
+        self.snapshots: list[Any] = []
+        parameters = reg.view()[name].parameters
+        fast = parameters.fast
+        assert fast is not None
+
+        def counted_fast(value: Any) -> bool:
+            self.validations += 1
+            return fast(value)
+
+        parameters.fast = counted_fast
+        original = snapshot_json
+
+        def counted_snapshot(value: Any) -> Any:
+            self.snapshots.append(value)
+            return original(value)
+
+        monkeypatch.setattr(registry_pipeline, "snapshot_json", counted_snapshot)
+
+    def snapshots_of(self, value: Any) -> int:
+        return sum(1 for seen in self.snapshots if seen is value)
+
+
+async def _total(args: Any, ctx: ToolRunContext) -> int:
+    return sum(args["items"])
+
+
+async def test_check_then_execute_snapshots_and_validates_the_arguments_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reg = _registry(
+        make_tool("total", _total, parameters=_LIST_PARAMS, output_schema={}, concurrency_safe=True)
+    )
+    spies = _Spies(reg, "total", monkeypatch)
+    arguments = {"items": list(range(10_000))}
+    call = make_call("total", arguments)
+    checked = reg.check(call)
+    assert checked.mode == "parallel"
+    assert_success(await reg.execute(call, checked=checked), sum(range(10_000)))
+    assert spies.validations == 1
+    assert spies.snapshots_of(arguments) == 1
+    # Without ``checked``, the mode and the execution each check for themselves.
+    assert reg.execution_mode(call) == "parallel"
+    assert_success(await reg.execute(call), sum(range(10_000)))
+    assert spies.validations == 3
+    assert spies.snapshots_of(arguments) == 3
+
+
+async def test_a_checked_call_lends_its_snapshot_to_one_execution_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[Any] = []
+
+    async def grow(args: Any, ctx: ToolRunContext) -> int:
+        seen.append(list(args["items"]))
+        args["items"].append(99)  # the body shares the execution's snapshot here
+        return len(args["items"])
+
+    reg = _registry(
+        make_tool("grow", grow, parameters=_LIST_PARAMS, output_schema={}, concurrency_safe=True)
+    )
+    spies = _Spies(reg, "grow", monkeypatch)
+    arguments = {"items": [1, 2]}
+    call = make_call("grow", arguments)
+    checked = reg.check(call)
+    assert_success(await reg.execute(call, checked=checked), 3)
+    assert_success(await reg.execute(call, checked=checked), 3)  # a fresh snapshot
+    assert seen == [[1, 2], [1, 2]]
+    assert arguments == {"items": [1, 2]}
+    assert spies.snapshots_of(arguments) == 2
+    assert spies.validations == 2
+
+
+async def test_a_call_checked_against_a_tool_since_replaced_is_checked_again() -> None:
+    reg = ToolRegistry()
+    dispose = reg.register(make_tool(concurrency_safe=True))
+    call = make_call(arguments={"text": "hi"})
+    checked = reg.check(call)
+    assert checked.mode == "parallel"
+    dispose()
+    reg.register(make_tool(parameters=_LIST_PARAMS, concurrency_safe=True))
+    result = await reg.execute(call, checked=checked)
+    assert_failure(result, INVALID_ARGS)
+    assert result.error is not None and "'items' is a required property" in result.error.message
+
+
+async def test_checked_invalid_arguments_fail_as_they_would_unchecked() -> None:
+    reg = _registry(make_tool(concurrency_safe=True))
+    for arguments in ({"text": 5}, {"text": float("nan")}):
+        call = make_call(arguments=arguments)
+        checked = reg.check(call)
+        assert checked.mode == "exclusive"
+        assert await reg.execute(call, checked=checked) == await reg.execute(call)
+
+
+async def test_a_classifier_mutating_its_arguments_changes_nothing_that_runs() -> None:
+    seen: list[Any] = []
+
+    def classify(args: Any) -> bool:
+        args["text"] = "changed"
+        return True
+
+    async def body(args: Any, ctx: ToolRunContext) -> str:
+        seen.append(ctx.execution.arguments["text"])
+        return str(args["text"])
+
+    reg = _registry(make_tool(execute=body, concurrency_safe=classify))
+    call = make_call(arguments={"text": "hi"})
+    checked = reg.check(call)
+    assert checked.mode == "parallel"
+    assert_success(await reg.execute(call, checked=checked), "hi")
+    assert seen == ["hi"]
+
+
+async def test_execute_refuses_a_checked_call_it_was_not_given() -> None:
+    reg = _registry()
+    call = make_call()
+    checked = reg.check(call)
+    with pytest.raises(ValueError, match="this very call"):
+        await reg.execute(make_call(), checked=checked)
+    with pytest.raises(ValueError, match="this very call"):
+        await reg.execute(call, transport=make_tool("other"), checked=checked)
+    with pytest.raises(UnknownScopeError):
+        reg.check(make_call(scope="nowhere"))
 
 
 async def test_listener_mutating_the_execution_arguments_cannot_reach_the_body() -> None:
