@@ -262,7 +262,10 @@ class Bridge:
         # (the run's abort), never cancelled from outside, so it always settles
         # and is logged exactly once, even after its run stopped waiting for it.
         try:
-            await self._dispatch_started(pending)
+            if self._tracing is None:
+                await self._run_sub_call(pending)
+            else:
+                await self._traced(pending, self._tracing)
         except Exception:  # never into the task group, which may be the executor's
             logger.exception("the ptc bridge failed on %s", pending.sub_id)
         finally:
@@ -273,11 +276,7 @@ class Bridge:
             pending.finished.set()
             self._pump()
 
-    async def _dispatch_started(self, pending: SubCall) -> None:
-        tracing = self._tracing
-        if tracing is None:
-            await self._run_sub_call(pending)
-            return
+    async def _traced(self, pending: SubCall, tracing: Tracing) -> None:
         attributes = call_attributes(pending.name, pending.sub_id, "sub")
         attributes["ptc.parent.id"] = self._ctx.call_id
         attributes["ptc.tool.mode"] = pending.mode
@@ -292,9 +291,11 @@ class Bridge:
     async def _run_sub_call(self, pending: SubCall) -> None:
         parent_id = self._ctx.call_id
         sub_id = pending.sub_id
-        started = time.time()
-        if self._publish is not None:
-            self._publish(dispatch_start_event(sub_id, parent_id, pending.name, pending.arguments))
+        publish = self._publish
+        started = 0.0
+        if publish is not None:
+            started = time.time()
+            publish(dispatch_start_event(sub_id, parent_id, pending.name, pending.arguments))
         checked = pending.checked
         try:
             result = await self._registry.execute(checked.call, checked=checked)
@@ -304,9 +305,12 @@ class Bridge:
         pending.result = result
         if result.additional_contexts and not pending.abandoned:
             self._contexts[pending.number] = result.additional_contexts
-        content = await self._logged_content(sub_id, pending.name, result)
-        if self._publish is not None:
-            self._publish(
+        if self._dispatch_log is None:
+            content = result.content
+        else:
+            content = await self._logged_content(sub_id, pending.name, result)
+        if publish is not None:
+            publish(
                 dispatch_event(
                     sub_id,
                     parent_id,
