@@ -99,18 +99,22 @@ def _exact_types(value: object) -> bool:
     # rejects non-``str`` keys and str/int/dict/list subclasses, so only values
     # need checking. orjson refused anything deeper than its recursion limit.
     # Plain loops: measurably faster than ``all()`` over a generator here.
+    # Scalars are checked inline: a call per item was most of the cost of a
+    # long list (10,000 ints: 0.94 ms with a call each).
     kind = type(value)
     if kind is dict:
-        for item in value.values():  # type: ignore[attr-defined]  # noqa: SIM110
-            if not _exact_types(item):
-                return False
-        return True
-    if kind is list:
-        for item in value:  # type: ignore[attr-defined]  # noqa: SIM110
-            if not _exact_types(item):
-                return False
-        return True
-    return kind is str or kind is int or kind is float or kind is bool or value is None
+        items = value.values()  # type: ignore[attr-defined]
+    elif kind is list:
+        items = value
+    else:
+        return kind is str or kind is int or kind is float or kind is bool or value is None
+    for item in items:
+        kind = type(item)
+        if kind is str or kind is int or kind is float or kind is bool or item is None:
+            continue
+        if (kind is not dict and kind is not list) or not _exact_types(item):
+            return False
+    return True
 
 
 def _copy(value: object, path: str, depth: int, ancestors: set[int]) -> Any:
