@@ -116,7 +116,7 @@ def compile_fast_check(schema: object, depth: int = 0) -> Check | None:
         item = compile_fast_check(schema["items"], depth + 1)
         if item is None:
             return None
-        checks.append(lambda v: type(v) is not list or all(item(x) for x in v))
+        checks.append(_items_check(item))
     if "anyOf" in schema:
         branches = schema["anyOf"]
         if not isinstance(branches, list) or not branches:
@@ -137,6 +137,36 @@ def compile_fast_check(schema: object, depth: int = 0) -> Check | None:
         first, second = checks
         return lambda v: first(v) and second(v)
     return lambda v: all(c(v) for c in checks)
+
+
+#: The exact types each plain type check accepts without a call (an integral
+#: float still goes to ``_is_integer``).
+_PLAIN_TYPES: dict[Check, frozenset[type]] = {
+    _TYPE_CHECKS["string"]: frozenset({str}),
+    _TYPE_CHECKS["integer"]: frozenset({int}),
+    _TYPE_CHECKS["number"]: frozenset({int, float}),
+    _TYPE_CHECKS["boolean"]: frozenset({bool}),
+    _TYPE_CHECKS["null"]: frozenset({type(None)}),
+    _TYPE_CHECKS["object"]: frozenset({dict}),
+    _TYPE_CHECKS["array"]: frozenset({list}),
+}
+
+
+def _items_check(item: Check) -> Check:
+    plain = _PLAIN_TYPES.get(item)
+    if plain is None:
+        return lambda v: type(v) is not list or all(item(x) for x in v)
+
+    def check(value: Any) -> bool:
+        # A long list of one plain type (10,000 ints): a set lookup per item, no call.
+        if type(value) is not list:
+            return True
+        for x in value:  # noqa: SIM110 (a plain loop: no generator per call)
+            if type(x) not in plain and not item(x):
+                return False
+        return True
+
+    return check
 
 
 class _Unsupported(Exception):
