@@ -64,6 +64,7 @@ from ._mcp import ServerSpec as ServerSpec
 from ._mcp import StdioServer as StdioServer
 from ._mcp import connect_mcp as connect_mcp
 from ._mcp import load_mcp_config as load_mcp_config
+from ._pipeline import CheckedCall as CheckedCall
 from ._policy import Accept as Accept
 from ._policy import Allow as Allow
 from ._policy import Ask as Ask
@@ -118,6 +119,7 @@ __all__ = [
     "Ask",
     "Block",
     "Cancel",
+    "CheckedCall",
     "ContentBlock",
     "Deny",
     "DispatchExecution",
