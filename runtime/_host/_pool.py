@@ -603,8 +603,8 @@ class WorkerPool:
     async def _wait(self, zygote: _ZygoteProcess, ready: Callable[[], bool]) -> None:
         while not ready():
             async with self._read_lock:
-                # (The housekeeping task may have collected a failed spare
-                # while this waited for the lock: no reply is coming then.)
+                # (Another task may have collected a failed spare while
+                # this one waited for the lock: no reply is coming then.)
                 if self._spare_error is None and not ready():
                     try:
                         await anyio.wait_readable(zygote.ctl)
