@@ -208,6 +208,9 @@ class RunOutcome:
         return cls(kind=kind, message=message, logs=list(logs), tool_calls=tool_calls)
 
 
+_IN_ORDER = "in order"  # the key of ToolNames.in_order's value
+
+
 class ToolNames(frozenset[str]):
     """The checked tool names of a run, as :meth:`Runtime._run` receives them.
 
@@ -223,7 +226,7 @@ class ToolNames(frozenset[str]):
 
     def in_order(self) -> list[str]:
         """The names sorted, computed once (from the caller's list, when it came sorted)."""
-        return self.derived("in order", sorted)
+        return self.derived(_IN_ORDER, sorted)
 
     def derived(self, key: str, make: Callable[[ToolNames], T]) -> T:
         """``make(self)``, computed once per ``key`` and kept on this value."""
@@ -255,7 +258,7 @@ def check_tool_names(tool_names: Iterable[object]) -> ToolNames:
         # Sorting a list that comes sorted is one pass; sorting the set is not.
         ordered = sorted(tool_names)
         if len(ordered) == len(names):  # (no name twice)
-            names._derived["in order"] = ordered
+            names._derived[_IN_ORDER] = ordered
     return names
 
 

@@ -106,6 +106,7 @@ __all__ = [
     "LayerStatus",
     "SandboxConfig",
     "SandboxError",
+    "check_lifeline",
     "enter_sandbox",
     "probe_layers",
     "python_paths",
@@ -462,7 +463,7 @@ def _fork_init(config: SandboxConfig) -> None:
     os.close(lifeline_w)
     os.close(status_r)
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    _check_lifeline(lifeline_r)
+    check_lifeline(lifeline_r)
     os.close(lifeline_r)
     try:
         program = os.fork()
@@ -476,8 +477,8 @@ def _fork_init(config: SandboxConfig) -> None:
     os.setsid()
 
 
-def _check_lifeline(fd: int) -> None:
-    """Exit if the supervising parent is gone (its write end closed)."""
+def check_lifeline(fd: int) -> None:
+    """Exit if the parent holding the lifeline's write end is gone (it closed)."""
     import select
 
     poller = select.poll()
@@ -741,7 +742,7 @@ def enter_sandbox(
         # The init the caller forked: its parent, outside the namespace, is
         # invisible to getppid(); the lifeline tells whether it still lives.
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        _check_lifeline(namespaces.lifeline)
+        check_lifeline(namespaces.lifeline)
         os.close(namespaces.lifeline)
     elif not namespaces.pid:
         parent_death.restore()  # (still the caller's child)

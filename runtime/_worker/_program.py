@@ -627,23 +627,25 @@ class Tools:
         self._namespaces: dict[str, _Namespace | None] = {}
 
     def _listed(self) -> list[str]:
-        return self._names[1:-1].split("\n") if len(self._names) > 1 else []
+        return self._names[1:-1].split(NAME_SEPARATOR) if len(self._names) > 1 else []
 
     def _has(self, name: str) -> bool:
-        return "\n" not in name and f"\n{name}\n" in self._names
+        return (
+            NAME_SEPARATOR not in name and f"{NAME_SEPARATOR}{name}{NAME_SEPARATOR}" in self._names
+        )
 
     def _members(self, namespace: str) -> dict[str, _Binding] | None:
         """The tools of ``namespace`` by their rest, or ``None`` when it is none."""
         if not is_namespace_part(namespace):
             return None
         names, prefix = self._names, namespace + "."
-        start = names.find("\n" + prefix)
+        start = names.find(NAME_SEPARATOR + prefix)
         if start < 0:
             return None
         members: dict[str, _Binding] = {}
         start += 1
         while names.startswith(prefix, start):
-            end = names.index("\n", start)
+            end = names.index(NAME_SEPARATOR, start)
             name = names[start:end]
             binding = self._bindings.get(name)
             if binding is None:  # (a dotted name is no namespace: a plain binding)
@@ -706,7 +708,7 @@ class Tools:
         return iter(self._listed())
 
     def __len__(self) -> int:
-        return self._names.count("\n") - 1 if self._names else 0
+        return self._names.count(NAME_SEPARATOR) - 1 if self._names else 0
 
     def __dir__(self) -> list[str]:
         shown: set[str] = set()

@@ -7,9 +7,9 @@ allowed modules once, then serves fork requests from the host over a
 the worker forked for request ``id`` if it still lives; its run gave up). For
 each request it creates the run channel (a socketpair), a status pipe and a
 private work directory, forks, and hands the host its end of the channel and
-the read end of the status pipe with ``SCM_RIGHTS``. The child puts itself in its own process group, enters
-the sandbox and waits for its program (that is what makes a spare "already
-sandboxed"). Run as root, the zygote also writes each child's user-namespace
+the read end of the status pipe with ``SCM_RIGHTS``. The child puts itself
+in its own process group, enters the sandbox and waits for its program (that
+is what makes a spare "already sandboxed"). Run as root, the zygote also writes each child's user-namespace
 id maps when the child asks (a root process outside the namespace must; this
 spares every worker the fork of a helper), and forks each namespaced child
 into a PID namespace of its own (``unshare(CLONE_NEWPID)`` before the fork,
@@ -301,8 +301,7 @@ class _ForkServer:
             # sees no parent: its lifeline tells).
             if lifeline is not None:
                 os.close(lifeline[1])
-                if select.select([lifeline[0]], [], [], 0)[0]:
-                    os._exit(EXIT_INTERNAL)
+                self.sandbox.check_lifeline(lifeline[0])
             elif os.getppid() != self.pid:
                 os._exit(EXIT_INTERNAL)
             null = os.open(os.devnull, os.O_RDWR)
