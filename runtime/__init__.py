@@ -30,6 +30,8 @@ from ._exceptions import WorkerStartError as WorkerStartError
 from ._sandbox._layers import LayerStatus as LayerStatus
 from ._sandbox._layers import probe_layers as probe_layers
 from ._subprocess import SubprocessRuntime as SubprocessRuntime
+from ._worker._program import DESCRIBE_CALL as DESCRIBE_CALL
+from ._worker._program import SEARCH_CALL as SEARCH_CALL
 
 if TYPE_CHECKING:
     from ._pyodide._assets import pyodide_status as pyodide_status
@@ -44,6 +46,8 @@ _LAZY = {
 }
 
 __all__ = [
+    "DESCRIBE_CALL",
+    "SEARCH_CALL",
     "CallTool",
     "CancelSignal",
     "FailureKind",

@@ -44,7 +44,13 @@ from .._base import (
     ToolNames,
     check_tool_names,
 )
-from .._worker._program import is_memory_error, log_cost, pack_names, run_frame
+from .._worker._program import (
+    DISCOVERY_CALLS,
+    is_memory_error,
+    log_cost,
+    pack_names,
+    run_frame,
+)
 from .._worker._protocol import (
     HEADER,
     REPLY_SPIN,
@@ -433,7 +439,7 @@ class _Session:
                     if call_id != self.calls + 1:
                         raise ProtocolError(f"call id {call_id} out of order")
                     name = frame["name"]
-                    if name not in names:
+                    if name not in names and name not in DISCOVERY_CALLS:
                         raise ProtocolError(f"call to unknown tool {name[:80]!r}")
                     self.calls = call_id
                     if call_id > limits.max_tool_calls:

@@ -8,6 +8,7 @@ from typing import Any
 import anyio
 
 from .._base import Runtime, ToolAnswer
+from .._worker._program import DESCRIBE_CALL, SEARCH_CALL
 from ._checks import RuntimeCheck, checker, request_id, run
 from ._tools import TOOL_NAMES, ToolBox
 
@@ -354,6 +355,54 @@ async def _tools_object_lists_names(runtime: Runtime) -> None:
     outcome = await run(runtime, "return [list(tools), 'my-tool' in tools, len(tools)]")
     assert outcome.ok, outcome.message
     assert outcome.result == [sorted(TOOL_NAMES), True, len(TOOL_NAMES)]
+
+
+@check()
+async def _discovery_methods_call_the_host(runtime: Runtime) -> None:
+    seen: list[tuple[str, Any]] = []
+
+    async def call_tool(name: str, args: Any) -> ToolAnswer:
+        seen.append((name, args))
+        if name == SEARCH_CALL:
+            return ToolAnswer.success([{"name": "search", "summary": args["query"]}])
+        if name == DESCRIBE_CALL and args["name"] == "search":
+            return ToolAnswer.success("async def search(...)")
+        if name == DESCRIBE_CALL:
+            return ToolAnswer.failure(f"no tool named {args['name']!r}", code="UNKNOWN_TOOL")
+        return ToolAnswer.success(["tool", name, args])
+
+    code = """
+found = await tools.search('find things', limit=3)
+text = await tools.describe(found[0]['name'])
+tool = await tools['search']({'q': 1})
+try:
+    await tools.describe('nope')
+except ToolCallError as exc:
+    failed = [exc.tool_name, exc.message, exc.code]
+wrong = []
+for bad in (lambda: tools.search(3), lambda: tools.search('q', limit='2'),
+            lambda: tools.describe(None)):
+    try:
+        await bad()
+    except TypeError as exc:
+        wrong.append(str(exc))
+return [found, text, tool, failed, len(wrong), 'search' in dir(tools)]
+"""
+    outcome = await runtime.run(code, tool_names=["search", "echo"], call_tool=call_tool)
+    assert outcome.ok, outcome.message
+    found, text, tool, failed, wrong, listed = outcome.result
+    assert found == [{"name": "search", "summary": "find things"}]
+    assert text == "async def search(...)"
+    assert tool == ["tool", "search", {"q": 1}]  # the tool so named, by subscript
+    assert failed == ["tools.describe", "no tool named 'nope'", "UNKNOWN_TOOL"]
+    assert wrong == 3 and listed
+    assert seen == [
+        (SEARCH_CALL, {"query": "find things", "limit": 3}),
+        (DESCRIBE_CALL, {"name": "search"}),
+        ("search", {"q": 1}),
+        (DESCRIBE_CALL, {"name": "nope"}),
+    ]
+    assert outcome.tool_calls == 4  # discovery calls count toward max_tool_calls
 
 
 NAMESPACED = ["git", "git.status", "git.log", "git.my-tool", "time.now", "echo", "_x.y"]

@@ -31,6 +31,8 @@ from types import CodeType, TracebackType
 from typing import Any, NoReturn, Protocol
 
 __all__ = [
+    "DESCRIBE_CALL",
+    "DISCOVERY_CALLS",
     "LINE_COST",
     "MAX_FRAME_BRACKETS",
     "MAX_JSON_DEPTH",
@@ -39,6 +41,7 @@ __all__ = [
     "NOTHING_NAME",
     "PROGRAM_FILENAME",
     "PROGRAM_FUNCTION",
+    "SEARCH_CALL",
     "LogWriter",
     "NotJsonError",
     "ProgramRun",
@@ -566,6 +569,15 @@ class _NamespaceBinding(_Binding, _Members):
 NAME_SEPARATOR = "\n"
 
 
+#: The calls the ``tools`` object's own methods make: ``tools.search(query,
+#: limit=...)`` sends ``{"query", "limit"}``, ``tools.describe(name)`` sends
+#: ``{"name"}``. No tool has these names (they hold :data:`NAME_SEPARATOR`), so
+#: the host answers them itself (discovery) or fails them; they count as calls.
+SEARCH_CALL = NAME_SEPARATOR + "search"
+DESCRIBE_CALL = NAME_SEPARATOR + "describe"
+DISCOVERY_CALLS = frozenset((SEARCH_CALL, DESCRIBE_CALL))
+
+
 def pack_names(ordered: Iterable[str]) -> str:
     """Tool names, sorted and distinct, as :class:`Tools` keeps them: each between two newlines.
 
@@ -610,7 +622,11 @@ class Tools:
 
     A tool named ``<namespace>.<rest>`` (see :func:`namespace_of`) is also
     ``tools.<namespace>.<rest>(...)`` and ``tools.<namespace>["<rest>"](...)``.
-    ``in``, ``len`` and iteration count full tool names.
+    ``in``, ``len`` and iteration count full tool names. ``await
+    tools.search(query, limit=10)`` and ``await tools.describe(name)`` are
+    its own methods: calls named :data:`SEARCH_CALL` and :data:`DESCRIBE_CALL`,
+    which the host answers (a failure raises ``ToolCallError`` naming
+    ``tools.search`` or ``tools.describe``).
 
     ``names`` is the names' :func:`pack_names` string (as the run frame has
     it), or the names themselves. A lookup is a search of that string, and a
@@ -685,6 +701,29 @@ class Tools:
     def _missing(self, name: object) -> str:
         names = ", ".join(self._listed()) or "(none)"
         return f"no tool named {name!r}; available tools: {names}"
+
+    # Discovery: methods of the object itself, so a tool named ``search`` or
+    # ``describe`` (or a namespace so named) is reached by subscript only.
+
+    async def search(self, query: str, limit: int = 10) -> Any:
+        """The tools that best match ``query``: ``[{"name", "summary"}]``, best first."""
+        if not isinstance(query, str):
+            raise TypeError(f"tools.search() takes a str query, got {type(query).__name__}")
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise TypeError(f"tools.search() takes an int limit, got {type(limit).__name__}")
+        return await self._discover(SEARCH_CALL, "tools.search", {"query": query, "limit": limit})
+
+    async def describe(self, name: str) -> Any:
+        """The typed signature text of tool ``name`` (its TypedDicts and its method)."""
+        if not isinstance(name, str):
+            raise TypeError(f"tools.describe() takes a str tool name, got {type(name).__name__}")
+        return await self._discover(DESCRIBE_CALL, "tools.describe", {"name": name})
+
+    async def _discover(self, call: str, shown: str, args: dict[str, Any]) -> Any:
+        try:
+            return await self._run.call(call, args)
+        except ToolCallError as exc:  # named as the program called it
+            raise ToolCallError(shown, exc.message, exc.code) from None
 
     def __getattr__(self, name: str) -> _Binding | _Namespace:
         try:

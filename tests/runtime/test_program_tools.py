@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from runtime import SubprocessRuntime, ToolAnswer
+from runtime import DESCRIBE_CALL, SEARCH_CALL, SubprocessRuntime, ToolAnswer
 from runtime._worker._program import Tools, is_namespace_part, namespace_of, pack_names
 from runtime._worker._restricted import (
     PROGRAM_FUNCTION,
@@ -183,6 +183,32 @@ def test_the_tools_object_still_counts_full_names() -> None:
     assert "git.status" in tools and "time.now" in tools
     assert dir(tools) == ["echo", "git", "time"]
     assert repr(tools) == f"<tools: {', '.join(sorted(NAMES))}>"
+
+
+def test_search_and_describe_are_the_tools_objects_own_so_tools_so_named_are_subscripted() -> None:
+    tools, run = make_tools(["search", "describe.x", "echo"])
+    assert tools.search.__func__ is type(tools).search  # the method, not the tool
+    assert tools.describe.__func__ is type(tools).describe  # not the namespace
+    assert "search" in tools and "describe.x" in tools and len(tools) == 3
+    assert repr(tools["search"]) == "<tool 'search'>"
+    assert repr(tools["describe.x"]) == "<tool 'describe.x'>"
+
+    async def calls() -> list[Any]:
+        return [
+            await tools["search"]({"q": 1}),
+            await tools["describe.x"](),
+            await tools.search("q"),
+            await tools.describe("search"),
+        ]
+
+    answers = asyncio.run(calls())
+    assert run.calls == [
+        ("search", {"q": 1}),
+        ("describe.x", {}),
+        (SEARCH_CALL, {"query": "q", "limit": 10}),
+        (DESCRIBE_CALL, {"name": "search"}),
+    ]
+    assert answers[0] == {"tool": "search", "args": {"q": 1}}
 
 
 def test_names_outside_the_rule_are_plain_tools() -> None:
