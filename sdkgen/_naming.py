@@ -8,11 +8,13 @@ import keyword
 import re
 
 __all__ = [
+    "DISCOVERY_METHODS",
     "RESERVED",
     "NameAllocator",
     "is_attribute_name",
     "is_field_identifier",
     "is_namespace_part",
+    "is_tools_member",
     "namespace_of",
     "pascal",
 ]
@@ -36,6 +38,10 @@ RESERVED = frozenset(
         "tools",
     }
 )
+
+#: The program's ``tools`` object's own methods (discovery, in both modes): a tool
+#: or namespace so named is reached by subscript, ``tools["search"]``.
+DISCOVERY_METHODS = frozenset({"describe", "search"})
 
 _BUILTINS = frozenset(dir(builtins))
 _MAX_NAME = 80
@@ -83,6 +89,17 @@ def is_attribute_name(name: str, taken: frozenset[str] | set[str]) -> bool:
         and name not in RESERVED
         and name not in taken
     )
+
+
+def is_tools_member(name: str, taken: frozenset[str] | set[str]) -> bool:
+    """Whether a tool or a namespace can be declared as an attribute of ``tools`` itself.
+
+    :func:`is_attribute_name`, and not one of :data:`DISCOVERY_METHODS`: at run
+    time ``tools.search`` is the discovery method, so a tool named ``search``
+    is ``tools["search"]`` and one named ``search.x`` is ``tools["search.x"]``.
+    A namespace's own members (``tools.git.search``) are not affected.
+    """
+    return name not in DISCOVERY_METHODS and is_attribute_name(name, taken)
 
 
 def namespace_of(name: str) -> tuple[str, str] | None:

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, TypedDict
 
-from ._naming import is_attribute_name, namespace_of, pascal
+from ._naming import is_attribute_name, is_tools_member, namespace_of, pascal
 from ._schema import Definitions, SchemaRenderer
 from ._text import docstring, first_paragraph, py_str
 from ._tools import coerce_tool, iter_tools
@@ -14,7 +14,16 @@ from ._tools import coerce_tool, iter_tools
 # dict first: the common case skips the slower ABC check
 _MAPPING = (dict, Mapping)
 
-__all__ = ["SDK_INSTRUCTIONS", "SdkStats", "render_sdk", "sdk_stats"]
+__all__ = [
+    "IMPORTS",
+    "SDK_INSTRUCTIONS",
+    "Sdk",
+    "SdkStats",
+    "Tool",
+    "collect",
+    "render_sdk",
+    "sdk_stats",
+]
 
 #: The fixed usage instructions (the module docstring of the SDK text).
 SDK_INSTRUCTIONS = """\
@@ -31,7 +40,7 @@ SDK_INSTRUCTIONS = """\
 
 The available tools:"""
 
-_IMPORTS = """\
+IMPORTS = """\
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
@@ -60,7 +69,9 @@ class SdkStats(TypedDict):
     tools: int
 
 
-class _Tool:
+class Tool:
+    """One valid tool of a render, with the type names it was given."""
+
     __slots__ = ("args", "base", "description", "name", "output", "parameters", "result")
 
     def __init__(self, schema: dict[str, Any]) -> None:
@@ -76,7 +87,7 @@ class _Tool:
 _NO_OUTPUT = object()
 
 
-def _collect(schemas: Any) -> tuple[list[_Tool], int]:
+def collect(schemas: Any) -> tuple[list[Tool], int]:
     """Valid tools in lexicographic order, one per name; plus how many were dropped."""
     by_name: dict[str, list[dict[str, Any]]] = {}
     dropped = 0
@@ -90,14 +101,14 @@ def _collect(schemas: Any) -> tuple[list[_Tool], int]:
             dropped += 1
         else:
             by_name.setdefault(tool["name"], []).append(tool)
-    tools: list[_Tool] = []
+    tools: list[Tool] = []
     for name in sorted(by_name):
         same = by_name[name]
         if len(same) > 1:
             # keep one, chosen by content so that input order cannot matter
             dropped += len(same) - 1
             same.sort(key=_canonical)
-        tools.append(_Tool(same[0]))
+        tools.append(Tool(same[0]))
     return tools, dropped
 
 
@@ -120,8 +131,74 @@ def render_sdk(schemas: Iterable[Any], *, instructions: bool = True) -> str:
         Python source that compiles and that ``mypy --strict`` accepts; the same
         tool set always gives byte-identical text, whatever the input order.
     """
-    tools, dropped = _collect(schemas)
-    defs = Definitions()
+    tools, dropped = collect(schemas)
+    return Sdk(tools, dropped).text(instructions=instructions)
+
+
+class Sdk:
+    """One render of a tool set: its named types and where each tool is declared.
+
+    ``render_sdk`` joins all of it; ``describe`` (discovery) cuts one tool's
+    part out of the same render, so both show the same names and text.
+    """
+
+    __slots__ = ("defs", "dropped", "layout", "tools")
+
+    def __init__(self, tools: list[Tool], dropped: int) -> None:
+        self.tools = tools
+        self.dropped = dropped
+        self.defs = defs = Definitions()
+        _name_types(tools, defs)
+        self.layout = _Layout(tools, defs)
+
+    def counted(self) -> str:
+        """``117 tools``, and how many entries were left out, if any."""
+        count = f"{len(self.tools):,} tool{'' if len(self.tools) == 1 else 's'}"
+        if self.dropped:
+            count += f"; {self.dropped} malformed or duplicate entries left out"
+        return count
+
+    def text(self, *, instructions: bool) -> str:
+        """The whole SDK text."""
+        parts: list[str] = []
+        if instructions:
+            parts.append(docstring(SDK_INSTRUCTIONS.split("\n"), ""))
+        parts.append(
+            f"# Tool SDK ({self.counted()}). Declarations only: at run time `tools` and\n"
+            "# `ToolCallError` already exist. Call `await tools.name(args)`.\n"
+        )
+        parts.append(IMPORTS)
+        parts.extend(self.defs.blocks)
+        layout = self.layout
+        parts.extend(_namespace_class(namespace) for namespace in layout.namespaces)
+        parts.append(_tools_class(layout))
+        parts.append("tools: Tools\n")
+        return "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
+
+    def describe(self, tool: Tool) -> str:
+        """One tool's declarations: the types its method uses, then the method.
+
+        Every block is the SDK's own text (see :meth:`text`); the method stands
+        under the header line of the class that declares it, and an overloaded
+        ``__getitem__`` loses its ``@overload`` line (alone, it is no overload).
+        """
+        layout = self.layout
+        call = layout.calls[tool.name]
+        parts = [f"# {py_str(tool.name)}: `await {call}(args)`\n"]
+        parts.extend(self.defs.closure([tool.args, tool.result]))
+        owner = layout.owners.get(tool.name)
+        if owner is not None:
+            rest = tool.name[len(owner.name) + 1 :]
+            parts.append(f"class {owner.class_name}(Protocol):\n" + _method(rest, tool))
+        elif id(tool) in layout.exotic_set:
+            parts.append("class Tools(Protocol):\n" + _item(tool, overload=False))
+        else:
+            parts.append("class Tools(Protocol):\n" + _method(tool.name, tool))
+        return "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
+
+
+def _name_types(tools: list[Tool], defs: Definitions) -> None:
+    """Give every tool its base, argument and result type names, and declare them."""
     bases: set[str] = set()
     for tool in tools:
         base = pascal(tool.name, "Tool")
@@ -156,23 +233,6 @@ def render_sdk(schemas: Iterable[Any], *, instructions: bool = True) -> str:
         if id(tool) in first:
             _declare(defs, tool.output, tool.result, tool.base)
 
-    parts: list[str] = []
-    if instructions:
-        parts.append(docstring(SDK_INSTRUCTIONS.split("\n"), ""))
-    count = f"{len(tools)} tool{'' if len(tools) == 1 else 's'}"
-    skipped = f"; {dropped} malformed or duplicate entries left out" if dropped else ""
-    parts.append(
-        f"# Tool SDK ({count}{skipped}). Declarations only: at run time `tools` and\n"
-        "# `ToolCallError` already exist. Call `await tools.name(args)`.\n"
-    )
-    parts.append(_IMPORTS)
-    parts.extend(defs.blocks)
-    layout = _Layout(tools, defs)
-    parts.extend(_namespace_class(namespace) for namespace in layout.namespaces)
-    parts.append(_tools_class(layout))
-    parts.append("tools: Tools\n")
-    return "\n\n".join(p.rstrip("\n") for p in parts) + "\n"
-
 
 def _shared_key(schema: Any) -> str | None:
     """The identity of a titled output schema (tools with equal ones share one type)."""
@@ -199,46 +259,57 @@ class _Namespace:
     def __init__(self, name: str) -> None:
         self.name = name
         self.class_name = ""
-        self.members: list[tuple[str, _Tool]] = []  # (rest, tool), in name order
+        self.members: list[tuple[str, Tool]] = []  # (rest, tool), in name order
 
 
 class _Layout:
     """Where each tool is declared: a ``Tools`` method, a namespace's method or a subscript.
 
-    A namespace (``namespace_of``) gets a protocol, and ``Tools`` an attribute
-    typed by it, when its name can be a ``Tools`` attribute (see
-    ``is_attribute_name``), no tool has that name (at run time such a tool is
-    callable and a namespace at once, which the SDK does not try to say; its
-    namespace's tools are declared by full name instead), and at least one of
-    its rests is an attribute name too. Every other tool of the namespace is
-    declared by full name. Every tool is declared exactly once.
+    A tool is a ``Tools`` method when its name can be an attribute of ``tools``
+    (see ``is_tools_member``: not ``search`` or ``describe``, which are the
+    discovery methods). A namespace (``namespace_of``) gets a protocol, and
+    ``Tools`` an attribute typed by it, when its name can be such an attribute
+    too, no tool has that name (at run time such a tool is callable and a
+    namespace at once, which the SDK does not try to say; its namespace's tools
+    are declared by full name instead), and at least one of its rests is an
+    attribute name. Every other tool of the namespace is declared by full name.
+    Every tool is declared exactly once.
     """
 
-    __slots__ = ("exotic", "methods", "namespaces")
+    __slots__ = ("calls", "exotic", "exotic_set", "methods", "namespaces", "owners")
 
-    def __init__(self, tools: list[_Tool], defs: Definitions) -> None:
+    def __init__(self, tools: list[Tool], defs: Definitions) -> None:
         taken = frozenset(defs.allocator.taken)
         names = {tool.name for tool in tools}
-        self.methods: list[_Tool] = []
-        self.exotic: list[_Tool] = []
+        self.methods: list[Tool] = []
+        self.exotic: list[Tool] = []
+        #: tool name -> how a program calls it, e.g. ``tools.git.log`` or ``tools["my-tool"]``
+        self.calls: dict[str, str] = {}
+        #: tool name -> the namespace that declares it (namespaced tools only)
+        self.owners: dict[str, _Namespace] = {}
         groups: dict[str, _Namespace] = {}
         for tool in tools:  # name order, so each list is in name order too
-            if is_attribute_name(tool.name, taken):
+            if is_tools_member(tool.name, taken):
                 self.methods.append(tool)
+                self.calls[tool.name] = f"tools.{tool.name}"
                 continue
             split = namespace_of(tool.name)
             if (
                 split is not None
                 and split[0] not in names
-                and is_attribute_name(split[0], taken)
+                and is_tools_member(split[0], taken)
                 and is_attribute_name(split[1], taken)
             ):
                 group = groups.get(split[0])
                 if group is None:
                     group = groups[split[0]] = _Namespace(split[0])
                 group.members.append((split[1], tool))
+                self.owners[tool.name] = group
+                self.calls[tool.name] = f"tools.{tool.name}"
             else:
                 self.exotic.append(tool)
+                self.calls[tool.name] = f"tools[{py_str(tool.name)}]"
+        self.exotic_set = frozenset(id(tool) for tool in self.exotic)
         self.namespaces = [groups[name] for name in sorted(groups)]
         # Types named like a member of ``Tools`` would be shadowed in its body.
         members = {tool.name for tool in self.methods} | set(groups)
@@ -248,6 +319,23 @@ class _Layout:
             )
 
 
+def _method(name: str, tool: Tool) -> str:
+    """``async def <name>(self, args: ...) -> ...:`` and its docstring, as in the SDK."""
+    head = f"{_METHOD_PREFIX}{name}(self, args: {tool.args}) -> {tool.result}:\n"
+    return head + _body(tool.description)
+
+
+def _item(tool: Tool, *, overload: bool) -> str:
+    """The ``__getitem__`` signature of a tool reached by subscript, as in the SDK."""
+    return (
+        ("    @overload\n" if overload else "")
+        + f"{_ITEM_PREFIX}{py_str(tool.name)}]) -> "
+        + f"Callable[[{tool.args}], Awaitable[{tool.result}]]:\n"
+        + f"        # usage: await tools[{py_str(tool.name)}](args)\n"
+        + _body(tool.description)
+    )
+
+
 def _namespace_class(namespace: _Namespace) -> str:
     name = namespace.name
     lines = [
@@ -255,8 +343,7 @@ def _namespace_class(namespace: _Namespace) -> str:
         f'    """Tools of `{name}`: `await tools.{name}.name(args)`."""\n',
     ]
     for rest, tool in namespace.members:
-        lines.append(f"\n{_METHOD_PREFIX}{rest}(self, args: {tool.args}) -> {tool.result}:\n")
-        lines.append(_body(tool.description))
+        lines.append("\n" + _method(rest, tool))
     return "".join(lines)
 
 
@@ -269,19 +356,10 @@ def _tools_class(layout: _Layout) -> str:
         lines.append("\n")
         lines.extend(f"    {ns.name}: {ns.class_name}\n" for ns in layout.namespaces)
     for tool in layout.methods:
-        lines.append(f"\n{_METHOD_PREFIX}{tool.name}(self, args: {tool.args}) -> {tool.result}:\n")
-        lines.append(_body(tool.description))
-    exotic = layout.exotic
-    for tool in exotic:
-        lines.append("\n")
-        if len(exotic) > 1:
-            lines.append("    @overload\n")
-        lines.append(
-            f"{_ITEM_PREFIX}{py_str(tool.name)}]) -> "
-            f"Callable[[{tool.args}], Awaitable[{tool.result}]]:\n"
-        )
-        lines.append(f"        # usage: await tools[{py_str(tool.name)}](args)\n")
-        lines.append(_body(tool.description))
+        lines.append("\n" + _method(tool.name, tool))
+    overload = len(layout.exotic) > 1
+    for tool in layout.exotic:
+        lines.append("\n" + _item(tool, overload=overload))
     return "".join(lines)
 
 

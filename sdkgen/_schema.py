@@ -91,7 +91,7 @@ _CONSTRAINT_KEYS = frozenset(key for key, _ in _CONSTRAINTS)
 class Definitions:
     """The named types of one SDK render, shared by every tool in it."""
 
-    __slots__ = ("allocator", "blocks", "emitted", "shapes")
+    __slots__ = ("allocator", "blocks", "emitted", "shapes", "uses")
 
     def __init__(self) -> None:
         self.allocator = NameAllocator()
@@ -99,10 +99,26 @@ class Definitions:
         self.emitted: set[str] = set()
         # identical TypedDict bodies share the first name they were given
         self.shapes: dict[str, str] = {}
+        # name -> (its block's index, the type expressions it mentions): what
+        # ``describe`` follows to show a tool's types and nothing else
+        self.uses: dict[str, tuple[int, str]] = {}
 
-    def emit(self, name: str, block: str) -> None:
+    def emit(self, name: str, block: str, uses: str = "") -> None:
+        self.uses[name] = (len(self.blocks), uses)
         self.blocks.append(block)
         self.emitted.add(name)
+
+    def closure(self, names: list[str]) -> list[str]:
+        """The blocks declaring ``names`` and every type they use, in SDK order."""
+        seen: set[str] = set()
+        todo = [n for n in names if n in self.uses]
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            todo.extend(i for i in _IDENT.findall(self.uses[name][1]) if i in self.uses)
+        return [self.blocks[i] for i in sorted(self.uses[n][0] for n in seen)]
 
     def alias(self, name: str, expr: str, notes: list[str]) -> None:
         """Emit ``name: TypeAlias = expr``, never as a union member of itself."""
@@ -111,7 +127,7 @@ class Definitions:
             expr = _union(members)  # "A = A | str" is no type; A is then just str
         lines = [f"# {note}\n" for note in notes]
         lines.append(f"{name}: TypeAlias = {self.forward(expr)}\n")
-        self.emit(name, "".join(lines))
+        self.emit(name, "".join(lines), expr)
 
     def forward(self, expr: str) -> str:
         """``expr`` quoted when it names a type not emitted yet (runtime-safe)."""
@@ -333,9 +349,11 @@ class SchemaRenderer:
                 expr = f"NotRequired[{expr}]"
             fields.append((key, expr, _field_comment(sub, self._take_notes(mark))))
         doc = first_paragraph(node.get("description")) if named is not None else []
+        uses = " ".join(expr for _, expr, _ in fields)
         if isinstance(extra, _MAPPING) and extra:
             value = self.type_of(extra, hint + "Value", depth + 1)
             doc.append(f"Other keys are allowed too; their values are {value}.")
+            uses += " " + value
         for key, quantity in (("oneOf", "exactly one"), ("anyOf", "at least one")):
             if key in node:
                 needs = _required_choices(node[key])
@@ -361,7 +379,7 @@ class SchemaRenderer:
             block = f"class {name}(TypedDict):\n{body}"
         else:
             block = f'{head}{name} = TypedDict("{name}", {{\n{body}}})\n'
-        defs.emit(name, block)
+        defs.emit(name, block, uses)
         return name
 
     def _ref(self, node: Mapping[str, Any], hint: str, depth: int) -> str:

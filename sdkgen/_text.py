@@ -18,6 +18,7 @@ __all__ = [
     "docstring",
     "first_paragraph",
     "py_str",
+    "summary",
 ]
 
 #: Longest description (in characters) kept in a comment or docstring.
@@ -69,6 +70,25 @@ def first_paragraph(text: object, limit: int = DESCRIPTION_LIMIT) -> list[str]:
         lines.append(line)
         size += len(line) + 1
     return lines
+
+
+# a sentence ends at . ! or ? before a space, unless it ends an abbreviation
+_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\betc)(?<!\bvs)[.!?](?=\s|$)")
+
+
+def summary(text: object, limit: int = 100) -> str:
+    """The first sentence of a description: one clean line, at most ``limit`` chars."""
+    line = " ".join(first_paragraph(text, 1000))
+    end = _SENTENCE_END.search(line)
+    if end is not None:
+        line = line[: end.end()]
+    if len(line) <= limit:
+        return line
+    # a long sentence: end at its last clause that fits, else at a word
+    cut = max(line.rfind(mark, 0, limit) for mark in (", ", "; ", ": ", " (", " — "))
+    if cut >= limit * 2 // 3:
+        return line[:cut].rstrip(" ,;:—") + "…"
+    return _truncate(line, limit)
 
 
 def comment_text(text: object, limit: int = DESCRIPTION_LIMIT) -> str:

@@ -5,8 +5,11 @@ Regenerate the golden files with ``PTC_REGEN_GOLDEN=1 pytest tests/sdkgen``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,3 +29,20 @@ def corpus_path() -> Path:
     if not CORPUS.is_file():
         pytest.fail(f"corpus missing: expected {CORPUS}")
     return CORPUS
+
+
+def _load_synthetic() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "sdkgen_synthetic_tools", Path(__file__).with_name("synthetic.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def synthetic_tools() -> Callable[[int, int], list[dict[str, Any]]]:
+    """``synthetic_tools(namespaces, per_namespace)``: a large, deterministic tool set."""
+    generate: Callable[[int, int], list[dict[str, Any]]] = _load_synthetic().synthetic_tools
+    return generate

@@ -83,8 +83,12 @@ async def main(tools: Tools) -> None:
     listed = await tools["list.x"]({})
     reserved = await tools["Tools.x"]({})
     plain = await tools.GitTools({})
+    found = await tools["search"]({"q": "x"})
+    schema = await tools["describe.schema"]({})
+    rest = await tools.git.search({})
     print(status["clean"], log, now, current, a, b, tiny, mine, value, dotted)
     print(memory, read, listed, reserved, plain, await tools.echo({"text": "hi"}))
+    print(found, schema, rest)
 """,
     "refs": """
 from __future__ import annotations
@@ -143,6 +147,9 @@ BAD_NAMESPACED_PROGRAMS = {
     "builtin_namespace_as_attribute": "await tools.list.x({})",
     "namespaced_by_rest_alone": "await tools['status']({'repo_path': '.'})",
     "unknown_namespace": "await tools.github.get_me({})",
+    # tools.search and tools.describe are the discovery methods, not these tools
+    "discovery_name_as_attribute": "await tools.search({'q': 'x'})",
+    "discovery_namespace_as_attribute": "await tools.describe.schema({})",
 }
 
 

@@ -13,7 +13,10 @@ PACKAGE = Path(sdkgen.__file__).parent
 def test_all_is_sorted_and_exported() -> None:
     assert sdkgen.__all__ == sorted(sdkgen.__all__)
     for name in (
+        "DISCOVERY_INSTRUCTIONS",
         "SDK_INSTRUCTIONS",
+        "ToolCatalog",
+        "render_discovery",
         "json_schema_to_py",
         "normalize_tool_schemas",
         "render_sdk",

@@ -1,4 +1,4 @@
-# Tool SDK (18 tools). Declarations only: at run time `tools` and
+# Tool SDK (21 tools). Declarations only: at run time `tools` and
 # `ToolCallError` already exist. Call `await tools.name(args)`.
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ PrivateXArgs: TypeAlias = dict[str, JsonValue]
 
 ClassXArgs: TypeAlias = dict[str, JsonValue]
 
+DescribeSchemaArgs: TypeAlias = dict[str, JsonValue]
+
 class EchoArgs(TypedDict):
     text: str
 
@@ -38,6 +40,8 @@ class GitLogArgs(TypedDict):
     max_count: NotRequired[int]  # (min 1)
 
 GitMyToolArgs: TypeAlias = dict[str, JsonValue]
+
+GitSearchArgs: TypeAlias = dict[str, JsonValue]
 
 class GitStatusArgs(TypedDict):
     repo_path: str  # Path to the Git repository.
@@ -57,6 +61,9 @@ MyNsBArgs: TypeAlias = dict[str, JsonValue]
 
 MyNsAArgs: TypeAlias = dict[str, JsonValue]
 
+class SearchArgs(TypedDict):
+    q: str
+
 class TimeGetCurrentTimeArgs(TypedDict):
     timezone: str
 
@@ -67,6 +74,9 @@ class GitTools2(Protocol):
 
     async def log(self, args: GitLogArgs) -> JsonValue:
         """Shows the commit logs."""
+
+    async def search(self, args: GitSearchArgs) -> JsonValue:
+        """A rest named search is still an attribute of its namespace."""
 
     async def status(self, args: GitStatusArgs) -> GitStatusResult:
         """Shows the working tree status."""
@@ -125,6 +135,11 @@ class Tools(Protocol):
         """A keyword: not a namespace."""
 
     @overload
+    def __getitem__(self, name: Literal["describe.schema"]) -> Callable[[DescribeSchemaArgs], Awaitable[JsonValue]]:
+        # usage: await tools["describe.schema"](args)
+        """In a namespace named like the discovery method."""
+
+    @overload
     def __getitem__(self, name: Literal["everything.get-tiny-image"]) -> Callable[[EverythingGetTinyImageArgs], Awaitable[JsonValue]]:
         # usage: await tools["everything.get-tiny-image"](args)
         """No attribute rest: no namespace class."""
@@ -153,5 +168,10 @@ class Tools(Protocol):
     def __getitem__(self, name: Literal["memory.read"]) -> Callable[[MemoryReadArgs], Awaitable[JsonValue]]:
         # usage: await tools["memory.read"](args)
         """In a namespace that collides with a tool."""
+
+    @overload
+    def __getitem__(self, name: Literal["search"]) -> Callable[[SearchArgs], Awaitable[JsonValue]]:
+        # usage: await tools["search"](args)
+        """A tool named like the discovery method: tools["search"] only."""
 
 tools: Tools
