@@ -18,7 +18,7 @@ from typing import Any
 from ._naming import namespace_of
 from ._render import IMPORTS, Sdk, Tool, collect
 from ._search import SearchIndex, terms
-from ._text import docstring, py_str, summary
+from ._text import docstring, first_sentence, fit, py_str
 
 __all__ = ["DISCOVERY_INSTRUCTIONS", "ToolCatalog", "render_discovery"]
 
@@ -45,6 +45,7 @@ _MAX_LIMIT = 100
 _MAX_QUERY = 1_000
 _WIDTH = 100  # a wrapped line of names
 _EXAMPLES = 3
+_SUMMARY = 100  # a search result's summary
 _INDEX_SUMMARY = 72  # shorter than a search result's summary: the index is for every tool
 _FIRST_WORD = re.compile(r"[A-Za-z][a-z0-9]*|[^A-Za-z_.\-]+")
 
@@ -77,8 +78,9 @@ class ToolCatalog:
         self._dropped = dropped
         self._by_name = {tool.name: tool for tool in tools}
         self._names = tuple(self._by_name)
-        self._summaries = tuple(summary(tool.description) for tool in tools)
-        self._short = tuple(summary(tool.description, _INDEX_SUMMARY) for tool in tools)
+        sentences = [first_sentence(tool.description) for tool in tools]
+        self._summaries = tuple(fit(sentence, _SUMMARY) for sentence in sentences)
+        self._short = tuple(fit(sentence, _INDEX_SUMMARY) for sentence in sentences)
         self._index = SearchIndex([(t.name, t.description, t.parameters) for t in tools])
         self._lock = threading.Lock()
         self._sdk: Sdk | None = None

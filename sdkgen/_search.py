@@ -9,6 +9,7 @@ few dictionary lookups and one partial sort (well under a millisecond over
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -100,14 +101,16 @@ def _stem(word: str) -> str:
     return word
 
 
+@functools.lru_cache(maxsize=65_536)
+def _term(word: str) -> str:
+    """The term of one word, or ``""`` for a stop word (words repeat: cached)."""
+    word = word.casefold()
+    return "" if word in _STOPWORDS else _stem(word)
+
+
 def terms(text: str) -> list[str]:
     """The searchable terms of ``text``, in order (stop words left out)."""
-    out: list[str] = []
-    for word in _WORD.findall(text):
-        word = word.casefold()
-        if word not in _STOPWORDS:
-            out.append(_stem(word))
-    return out
+    return [term for term in map(_term, _WORD.findall(text)) if term]
 
 
 def _add(counts: dict[str, float], text: object, weight: float) -> None:

@@ -17,6 +17,8 @@ __all__ = [
     "compact_json",
     "docstring",
     "first_paragraph",
+    "first_sentence",
+    "fit",
     "py_str",
     "summary",
 ]
@@ -73,22 +75,32 @@ def first_paragraph(text: object, limit: int = DESCRIPTION_LIMIT) -> list[str]:
 
 
 # a sentence ends at . ! or ? before a space, unless it ends an abbreviation
-_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\betc)(?<!\bvs)[.!?](?=\s|$)")
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+_ABBREVIATIONS = ("e.g", "i.e", "etc", " vs", "(vs")
 
 
-def summary(text: object, limit: int = 100) -> str:
-    """The first sentence of a description: one clean line, at most ``limit`` chars."""
+def first_sentence(text: object) -> str:
+    """The first sentence of a description as one clean line (whitespace collapsed)."""
     line = " ".join(first_paragraph(text, 1000))
-    end = _SENTENCE_END.search(line)
-    if end is not None:
-        line = line[: end.end()]
+    for end in _SENTENCE_END.finditer(line):
+        if line[max(end.start() - 3, 0) : end.start()] not in _ABBREVIATIONS:
+            return line[: end.end()]
+    return line
+
+
+def fit(line: str, limit: int) -> str:
+    """``line`` in at most ``limit`` chars: cut after its last clause that fits, else a word."""
     if len(line) <= limit:
         return line
-    # a long sentence: end at its last clause that fits, else at a word
     cut = max(line.rfind(mark, 0, limit) for mark in (", ", "; ", ": ", " (", " — "))
     if cut >= limit * 2 // 3:
         return line[:cut].rstrip(" ,;:—") + "…"
     return _truncate(line, limit)
+
+
+def summary(text: object, limit: int = 100) -> str:
+    """The first sentence of a description: one clean line, at most ``limit`` chars."""
+    return fit(first_sentence(text), limit)
 
 
 def comment_text(text: object, limit: int = DESCRIPTION_LIMIT) -> str:
