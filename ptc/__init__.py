@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from ._budget import DEFAULT_OUTPUT_BUDGET as DEFAULT_OUTPUT_BUDGET
     from ._budget import OutputSpill as OutputSpill
     from ._budget import SpillHook as SpillHook
+    from ._discovery import Discovery as Discovery
+    from ._discovery import SdkMode as SdkMode
     from ._events import DispatchLogHook as DispatchLogHook
     from ._events import EventSink as EventSink
     from ._events import PtcDispatchLog as PtcDispatchLog
@@ -57,6 +59,7 @@ __all__ = [
     "CodeExecutor",
     "CodeModeServer",
     "CodeRunFailedError",
+    "Discovery",
     "DispatchLogHook",
     "EventSink",
     "ExecutorBusyError",
@@ -65,6 +68,7 @@ __all__ = [
     "ModelCall",
     "OutputSpill",
     "PtcDispatchLog",
+    "SdkMode",
     "SpillHook",
     "ToolCallEvent",
     "ToolResultEvent",
@@ -79,6 +83,8 @@ _LAZY = {
     "DEFAULT_OUTPUT_BUDGET": "._budget",
     "OutputSpill": "._budget",
     "SpillHook": "._budget",
+    "Discovery": "._discovery",
+    "SdkMode": "._discovery",
     "DispatchLogHook": "._events",
     "EventSink": "._events",
     "PtcDispatchLog": "._events",

@@ -36,7 +36,7 @@ import inspect
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +45,7 @@ from anyio.abc import TaskGroup
 
 from registry import (
     ABORTED_BEFORE_DISPATCH,
+    UNKNOWN_TOOL,
     AbortSignal,
     ExecutionMode,
     JsonValue,
@@ -54,7 +55,7 @@ from registry import (
     ToolResult,
     ToolRunContext,
 )
-from runtime import ToolAnswer
+from runtime import DESCRIBE_CALL, SEARCH_CALL, ToolAnswer
 from runtime._host._runners import CallRunners, InContext
 
 from ._events import (
@@ -76,6 +77,8 @@ logger = logging.getLogger("ptc")
 
 #: Publishes one event (never blocks, never raises).
 Publish = Callable[[dict[str, Any]], object]
+#: Answers a program's discovery call: ``(SEARCH_CALL or DESCRIBE_CALL, arguments)``.
+Discover = Callable[[str, Any], Awaitable[ToolAnswer]]
 
 #: Sub-call tasks a bridge keeps parked between calls (more leave once their
 #: call settled): enough for sequences of calls and small bursts.
@@ -137,8 +140,10 @@ class Bridge:
         dispatch_log: DispatchLogHook | None,
         tracing: Tracing | None = None,
         trace_parent: Context | None = None,
+        discover: Discover | None = None,
     ) -> None:
         self._registry = registry
+        self._discover = discover
         self._ctx = ctx
         self._can_abandon = can_abandon
         self._settlement = settlement
@@ -166,9 +171,17 @@ class Bridge:
         return self._count
 
     async def call_tool(self, name: str, arguments: Any) -> ToolAnswer:
-        """The runtime's ``call_tool``: schedule, run through the pipeline, answer."""
+        """The runtime's ``call_tool``: schedule, run through the pipeline, answer.
+
+        ``tools.search``/``tools.describe`` (the runtime's discovery calls) are
+        answered by ``discover``: no pipeline, no sub-dispatch, no event.
+        """
         if self._closed:
             return ToolAnswer.failure("the run has ended", code=ABORTED_BEFORE_DISPATCH)
+        if name in (SEARCH_CALL, DESCRIBE_CALL):
+            if self._discover is None:
+                return ToolAnswer.failure("tool discovery is not offered here", code=UNKNOWN_TOOL)
+            return await self._discover(name, arguments)
         self._count += 1
         ctx = self._ctx
         sub_id = f"{ctx.call_id}:ptc:{self._count}"

@@ -21,6 +21,7 @@ from registry import (
     ABORTED,
     UNKNOWN_TOOL,
     AbortSignal,
+    CheckedCall,
     ErrorInfo,
     JsonValue,
     ToolCall,
@@ -33,8 +34,8 @@ from registry import (
     ToolRunContext,
     text_block,
 )
-from runtime import Isolation, Limits, RunOutcome, Runtime, ToolNames, get_runtime
-from sdkgen import render_sdk
+from runtime import Isolation, Limits, RunOutcome, Runtime, ToolAnswer, ToolNames, get_runtime
+from sdkgen import ToolCatalog, render_sdk
 
 from ._bridge import Bridge, Settlement, SubCall
 from ._budget import (
@@ -49,6 +50,7 @@ from ._budget import (
 )
 from ._calls import ModelCall, PlannedCall, new_call_id, plan_batch
 from ._delivery import FLUSH_GRACE_SECONDS, EventDelivery
+from ._discovery import Discovery, SdkMode, answer_discovery, check_discovery
 from ._events import DispatchLogHook, EventSink, call_event, progress_event, result_event
 from ._exceptions import CodeRunFailedError, ExecutorBusyError, ExecutorConfigError
 from ._live import LiveLog, LiveLogs
@@ -212,6 +214,11 @@ class CodeExecutor:
             executor's spans (``ptc.run_code`` and ``ptc.tool <name>``, see
             ``ptc._tracing``); ``None``: the global one, a no-op unless an SDK
             is configured. Without ``opentelemetry-api`` installed, no spans.
+        discovery: when ``tools:sdk`` is the compact discovery index instead of
+            the full SDK (:class:`Discovery`: by default above 40 tools or 8,000
+            tokens of SDK; ``True``/``False``: always/never). A program can
+            ``await tools.search(query)`` and ``await tools.describe(name)`` in
+            either mode; only what the run's scope sees is ever found.
     """
 
     def __init__(
@@ -233,6 +240,7 @@ class CodeExecutor:
         dispatch_log: DispatchLogHook | None = None,
         live_logs: LiveLogs | None = LiveLogs(),  # noqa: B008 - immutable
         tracer_provider: TracerProvider | None = None,
+        discovery: Discovery | bool = Discovery(),  # noqa: B008 - immutable
     ) -> None:
         if mode not in ("native", "code", "both"):
             raise ExecutorConfigError(f"mode must be 'native', 'code' or 'both', got {mode!r}")
@@ -264,6 +272,7 @@ class CodeExecutor:
                 raise ExecutorConfigError(problem)
         try:
             self.output_budget = check_output_budget(output_budget)
+            self.discovery = check_discovery(discovery)
         except ValueError as exc:
             raise ExecutorConfigError(str(exc)) from None
         if not isinstance(runtime, str | Runtime):
@@ -299,6 +308,9 @@ class CodeExecutor:
         self._run_slots = anyio.CapacityLimiter(max_concurrent_runs)
         self._delivery = EventDelivery()
         self._sdk_cache: dict[str | None, str] = {}
+        self._mode_cache: dict[str | None, SdkMode] = {}
+        self._catalogs: dict[str | None, ToolCatalog] = {}
+        self._tool_set_version = 0  # counts registry changes: a catalog built before one is stale
         self._names_cache: dict[str | None, ToolNames] = {}
         self._dispose_watch = registry.on_change(self._on_registry_change)
         self._active_roots: dict[str, int] = {}  # outer call id -> calls running under it
@@ -319,16 +331,60 @@ class CodeExecutor:
     # ------------------------------------------------------------------ model input
 
     def _on_registry_change(self) -> None:
+        self._tool_set_version += 1
         self._sdk_cache.clear()
+        self._mode_cache.clear()
+        self._catalogs.clear()
         self._names_cache.clear()
 
     def sdk_text(self, scope: str | None = None) -> str:
-        """The ``tools:sdk`` section for the tools ``scope`` can see."""
+        """The ``tools:sdk`` section for the tools ``scope`` can see.
+
+        The full SDK, or in discovery mode (see :meth:`sdk_mode`) the index
+        that ``tools.search``/``tools.describe`` complete. Byte-stable for an
+        unchanged tool set.
+        """
+        if self.sdk_mode(scope) == "discovery":
+            return self.catalog(scope).index_text()
+        return self._full_sdk(scope)
+
+    def sdk_mode(self, scope: str | None = None) -> SdkMode:
+        """``"full"`` or ``"discovery"``: what :meth:`sdk_text` gives ``scope`` (see ``discovery``)."""
+        mode = self._mode_cache.get(scope)
+        if mode is None:
+            count = len(self.registry.definitions(scope))
+            mode = self._mode_cache[scope] = self.discovery.mode_for(
+                count, lambda: self._full_sdk(scope)
+            )
+        return mode
+
+    def catalog(self, scope: str | None = None) -> ToolCatalog:
+        """The searchable catalog of the tools ``scope`` can see (what the program's discovery finds)."""
+        catalog = self._catalogs.get(scope)
+        if catalog is None:
+            catalog = self._catalogs[scope] = ToolCatalog(
+                self.registry.schemas(scope, with_output=True)
+            )
+        return catalog
+
+    def _full_sdk(self, scope: str | None) -> str:
         cached = self._sdk_cache.get(scope)
         if cached is None:
             cached = render_sdk(self.registry.schemas(scope, with_output=True))
             self._sdk_cache[scope] = cached
         return cached
+
+    async def _discover(self, scope: str | None, name: str, args: Any) -> ToolAnswer:
+        """A program's ``tools.search``/``describe``, over what ``scope`` sees now."""
+        catalog = self._catalogs.get(scope)
+        if catalog is None:
+            # Built off the event loop: a large set takes milliseconds.
+            version = self._tool_set_version
+            schemas = self.registry.schemas(scope, with_output=True)
+            catalog = await anyio.to_thread.run_sync(ToolCatalog, schemas)
+            if version == self._tool_set_version:
+                self._catalogs[scope] = catalog
+        return answer_discovery(catalog, name, args)
 
     def run_code_schema(self) -> dict[str, Any]:
         """The model-facing schema of the reserved ``run_code`` transport."""
@@ -409,20 +465,29 @@ class CodeExecutor:
         planned = plan_batch(batch)
         trace_parent = self._tracing.current()  # the caller's span, for every call's
         results: list[ToolResult | None] = [None] * len(planned)
+        # A native call is checked once: its mode is decided on the snapshot and
+        # validation that the pipeline then runs it with.
+        checks: dict[int, CheckedCall | None] = {}
+
+        def parallel(i: int) -> bool:
+            if i not in checks:
+                checks[i] = self._check_native(planned[i], scope, signal)
+            checked = checks[i]
+            return checked is not None and checked.mode == "parallel"
+
         index = 0
         while index < len(planned):
             group = [index]
-            if self._mode_of(planned[index], scope) == "parallel":
-                while (
-                    group[-1] + 1 < len(planned)
-                    and self._mode_of(planned[group[-1] + 1], scope) == "parallel"
-                ):
+            if parallel(index):
+                while group[-1] + 1 < len(planned) and parallel(group[-1] + 1):
                     group.append(group[-1] + 1)
             limiter = anyio.CapacityLimiter(self.max_parallel_tool_calls)
 
             async def run_one(i: int, limiter: anyio.CapacityLimiter) -> None:
                 async with limiter:
-                    results[i] = await self._outer(planned[i], scope, signal, budget, trace_parent)
+                    results[i] = await self._outer(
+                        planned[i], scope, signal, budget, trace_parent, checks.get(i)
+                    )
 
             async with anyio.create_task_group() as tg:
                 for i in group:
@@ -437,12 +502,21 @@ class CodeExecutor:
             additional_contexts=[ctx for r in settled for ctx in r.additional_contexts],
         )
 
-    def _mode_of(self, planned: PlannedCall, scope: str | None) -> str:
+    def _check_native(
+        self, planned: PlannedCall, scope: str | None, signal: AbortSignal | None
+    ) -> CheckedCall | None:
+        """The checked native call of ``planned``; ``None`` for anything that runs alone unchecked."""
         call = planned.call
         if planned.failure is not None or call.name == RUN_CODE or self.mode == "code":
-            return "exclusive"
-        return self.registry.execution_mode(
-            ToolCall(call_id=call.call_id, name=call.name, arguments=call.arguments, scope=scope)
+            return None
+        return self.registry.check(
+            ToolCall(
+                call_id=call.call_id,
+                name=call.name,
+                arguments=call.arguments,
+                scope=scope,
+                signal=signal,
+            )
         )
 
     async def _outer(
@@ -452,6 +526,7 @@ class CodeExecutor:
         signal: AbortSignal | None,
         budget: OutputBudget,
         trace_parent: Context | None,
+        checked: CheckedCall | None = None,
     ) -> ToolResult:
         """One outer call: exactly one ``tool/call`` and one ``tool/result``, whatever happens.
 
@@ -472,7 +547,7 @@ class CodeExecutor:
         roots = self._active_roots
         roots[call.call_id] = roots.get(call.call_id, 0) + 1
         try:
-            return await self._settle_outer(planned, call, scope, signal, state, token)
+            return await self._settle_outer(planned, call, scope, signal, state, token, checked)
         finally:
             if roots[call.call_id] == 1:
                 del roots[call.call_id]
@@ -501,10 +576,13 @@ class CodeExecutor:
         signal: AbortSignal | None,
         state: _OuterCall,
         token: Token[_OuterCall | None],
+        checked: CheckedCall | None,
     ) -> ToolResult:
         try:
             if planned.failure is not None:
                 result: ToolResult = planned.failure
+            elif checked is not None:
+                result = await self.registry.execute(checked.call, checked=checked)
             else:
                 result = await self._dispatch_outer(call, scope, signal)
                 if call.name == RUN_CODE and self.mode != "native":
@@ -739,6 +817,7 @@ class CodeExecutor:
             tracing=self._tracing,
             # The sub-calls run in tasks of their own: their parent is passed on.
             trace_parent=self._tracing.current() if state.span is None else state.span.context,
+            discover=functools.partial(self._discover, ctx.scope),
         )
         tool_names = self._tool_names(ctx.scope)
         live = None

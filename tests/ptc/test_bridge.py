@@ -7,7 +7,7 @@ from contextvars import ContextVar
 import anyio
 import pytest
 
-from ptc import CodeExecutor
+from ptc import CodeExecutor, ModelCall
 from ptc._bridge import Bridge, Settlement
 from registry import ToolCall, ToolRegistry, ToolRunContext, snapshot_json
 from registry import _pipeline as registry_pipeline
@@ -148,3 +148,46 @@ async def test_a_sub_calls_arguments_are_snapshotted_and_validated_once(
     assert result.value["result"] == sum(range(10_000))
     assert validations == 1
     assert len(snapshots) == 1
+
+
+async def test_a_native_calls_arguments_are_snapshotted_and_validated_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The same for an outer call in native mode: its scheduling mode and its
+    # execution share one check (execute(call, checked=...)).
+    reg = ToolRegistry()
+
+    @reg.tool(concurrency_safe=True)
+    async def total(items: list[int]) -> int:
+        """Add the items."""
+        return sum(items)
+
+    validations = 0
+    parameters = reg.view()["total"].parameters
+    fast = parameters.fast
+    assert fast is not None
+
+    def counted_fast(value: object) -> bool:
+        nonlocal validations
+        validations += 1
+        return fast(value)
+
+    parameters.fast = counted_fast
+    snapshots: list[object] = []
+
+    def counted_snapshot(value: object) -> object:
+        if isinstance(value, dict) and "items" in value:
+            snapshots.append(value)
+        return snapshot_json(value)
+
+    monkeypatch.setattr(registry_pipeline, "snapshot_json", counted_snapshot)
+    ex = CodeExecutor(reg, runtime=InProcessRuntime(), mode="native")
+    batch = await ex.execute(
+        [
+            ModelCall(call_id="a", name="total", arguments={"items": list(range(10_000))}),
+            ModelCall(call_id="b", name="total", arguments={"items": [1, 2]}),
+        ]
+    )
+    assert [r.result.value for r in batch.results] == [sum(range(10_000)), 3]
+    assert validations == 2  # one per call
+    assert len(snapshots) == 2
