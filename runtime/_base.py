@@ -3,7 +3,11 @@
 A :class:`Runtime` runs one untrusted program per :meth:`Runtime.run` call and
 returns one :class:`RunOutcome`. The program is the body of an ``async def``;
 its ``tools`` object offers one binding per name in ``tool_names``; each
-binding call is answered by the caller-supplied ``call_tool``.
+binding call is answered by the caller-supplied ``call_tool``. So are the
+object's own ``tools.search(query, limit=10)`` and ``tools.describe(name)``:
+``call_tool`` receives them as ``SEARCH_CALL`` ``{"query", "limit"}`` and
+``DESCRIBE_CALL`` ``{"name"}``, names no tool can have; a caller that offers no
+discovery answers them with a failure.
 
 Security warning: the program is hostile. A backend must never let it reach
 host objects, files, network, environment or processes, and must enforce every
