@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, TypedDict
 
+from ._bases import share_fields
 from ._naming import is_attribute_name, is_tools_member, namespace_of, pascal
 from ._schema import Definitions, SchemaRenderer
 from ._text import docstring, first_paragraph, py_str
@@ -232,6 +233,7 @@ def _name_types(tools: list[Tool], defs: Definitions) -> None:
         _declare(defs, tool.parameters, tool.args, tool.base)
         if id(tool) in first:
             _declare(defs, tool.output, tool.result, tool.base)
+    share_fields(defs)
 
 
 def _shared_key(schema: Any) -> str | None:

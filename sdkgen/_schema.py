@@ -18,7 +18,10 @@ from ._text import comment_text, compact_json, docstring, first_paragraph, py_st
 # dict first: the common case skips the slower ABC check
 _MAPPING = (dict, Mapping)
 
-__all__ = ["Definitions", "SchemaRenderer", "json_schema_to_py"]
+__all__ = ["Definitions", "Field", "SchemaRenderer", "class_body", "json_schema_to_py"]
+
+#: One TypedDict field: (key, type expression, comment).
+Field = tuple[str, str, str]
 
 _MAX_DEPTH = 32
 _NODE_BUDGET = 20_000
@@ -91,7 +94,7 @@ _CONSTRAINT_KEYS = frozenset(key for key, _ in _CONSTRAINTS)
 class Definitions:
     """The named types of one SDK render, shared by every tool in it."""
 
-    __slots__ = ("allocator", "blocks", "emitted", "shapes", "uses")
+    __slots__ = ("allocator", "blocks", "classes", "emitted", "shapes", "uses")
 
     def __init__(self) -> None:
         self.allocator = NameAllocator()
@@ -102,6 +105,8 @@ class Definitions:
         # name -> (its block's index, the type expressions it mentions): what
         # ``describe`` follows to show a tool's types and nothing else
         self.uses: dict[str, tuple[int, str]] = {}
+        # class-syntax TypedDicts: name -> (fields, docstring lines), for _bases
+        self.classes: dict[str, tuple[list[Field], list[str]]] = {}
 
     def emit(self, name: str, block: str, uses: str = "") -> None:
         self.uses[name] = (len(self.blocks), uses)
@@ -335,7 +340,7 @@ class SchemaRenderer:
         )
         keys = [k for k in props if isinstance(k, str)] if has_props else []
         keys.sort(key=lambda k: (k not in needed, k))
-        fields: list[tuple[str, str, str]] = []
+        fields: list[Field] = []
         notes = self.notes
         for key in keys:
             sub = props[key]
@@ -361,7 +366,7 @@ class SchemaRenderer:
                     doc.append(f"Give {quantity} of: {' | '.join(needs)}.")
         classic = all(is_field_identifier(k) for k in keys)
         if classic:
-            body = _class_body(fields, doc)
+            body = class_body(fields, doc)
             shape = body
         else:
             head = "".join(f"# {line}\n" for line in doc)
@@ -377,6 +382,7 @@ class SchemaRenderer:
             defs.shapes[shape] = name
         if classic:
             block = f"class {name}(TypedDict):\n{body}"
+            defs.classes[name] = (fields, doc)
         else:
             block = f'{head}{name} = TypedDict("{name}", {{\n{body}}})\n'
         defs.emit(name, block, uses)
@@ -586,7 +592,8 @@ def _optional_view(schema: Mapping[str, Any]) -> Mapping[str, Any]:
     return schema
 
 
-def _class_body(fields: list[tuple[str, str, str]], doc: list[str]) -> str:
+def class_body(fields: list[Field], doc: list[str]) -> str:
+    """The body of a class-syntax TypedDict: its docstring, then a line per field."""
     lines = [docstring(doc, "    ")] if doc else []
     for key, expr, comment in fields:
         suffix = f"  # {comment}" if comment else ""
@@ -596,7 +603,7 @@ def _class_body(fields: list[tuple[str, str, str]], doc: list[str]) -> str:
     return "".join(lines)
 
 
-def _functional_body(fields: list[tuple[str, str, str]], defs: Definitions) -> str:
+def _functional_body(fields: list[Field], defs: Definitions) -> str:
     lines = []
     for key, expr, comment in fields:
         suffix = f"  # {comment}" if comment else ""

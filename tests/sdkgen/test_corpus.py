@@ -42,6 +42,8 @@ from sdk import Tools
 async def main(tools: Tools) -> None:
     await tools.create_branch({"owner": "octo", "repo": "demo"})
     await tools.search_repositories({"query": "x", "order": "sideways"})
+    await tools.create_branch({"branch": "b", "repo": "demo"})
+    await tools.list_commits({"owner": "o", "repo": "r", "perPage": "ten"})
 """
 
 
@@ -118,3 +120,6 @@ def test_corpus_typechecks_with_a_program(corpus_path: Path, tmp_path: Path) -> 
     # the types carry meaning: a missing required key and a bad enum value are caught
     assert any(e.startswith("bad.py:8:") and "branch" in e for e in errors), result.stdout
     assert any(e.startswith("bad.py:9:") for e in errors), result.stdout
+    # so are a required key and a wrong type that a shared base class declares
+    assert any(e.startswith("bad.py:10:") and "owner" in e for e in errors), result.stdout
+    assert any(e.startswith("bad.py:11:") and "perPage" in e for e in errors), result.stdout
