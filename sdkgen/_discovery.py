@@ -129,7 +129,7 @@ class ToolCatalog:
                 f"tools.search() takes a query of at most {_MAX_QUERY:,} characters "
                 f"(got {len(query):,}): search for a few keywords"
             )
-        if not terms(query):
+        if not terms(query) and query.strip() not in self._by_name:
             raise ValueError(
                 f"tools.search() found no word to search for in {query!r}: "
                 'give a few keywords, for example await tools.search("list pull requests")'

@@ -160,6 +160,8 @@ def test_search_finds_parameters_and_splits_names() -> None:
     assert [r["name"] for r in catalog.search("pull number")] == ["pr_comment"]
     assert [r["name"] for r in catalog.search("kubernetes")] == ["deploy"]
     assert catalog.search("zebra") == []  # nothing matches: nothing is returned
+    # a tool's exact name is found even when it is no searchable word
+    assert ToolCatalog([_tool("a", "Letter.")]).search("a") == [{"name": "a", "summary": "Letter."}]
 
 
 def test_search_breaks_ties_by_name_and_honours_limit() -> None:

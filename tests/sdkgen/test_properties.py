@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sdkgen import json_schema_to_py, render_sdk, sdk_stats
+from sdkgen import ToolCatalog, json_schema_to_py, render_sdk, sdk_stats
 from sdkgen._tools import coerce_tool
 
 KEYWORDS = [
@@ -77,6 +77,7 @@ NAMESPACED_NAMES = [
     "git", "git.status", "git.log", "git.my-tool", "git.a.b", "git.", "git.JsonValue", "git.list",
     "GitTools", "GitStatusArgs", "t.x", "T.x", "Tools.x", "list.x", "_p.x", "class.x", "é.x",
     "my_ns.a", "myNs.a", "MyNsTools", "time.now", "time.Tools",
+    "search", "describe", "search.x", "describe.y", "git.search",
 ]  # fmt: skip
 tool_names = (
     st.sampled_from(["t", "my-tool", "class", "print", "T", "a.b", "", "é", "Tools", "JsonValue"])
@@ -140,3 +141,23 @@ def test_random_sdks_pass_mypy_strict(tmp_path: Path) -> None:
         check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(tools | json_values, max_size=5), texts)
+def test_discovery_never_breaks_on_any_tool_set(entries: list[Any], query: str) -> None:
+    catalog = ToolCatalog(entries)
+    text = catalog.index_text()
+    exec(compile(text, "<index>", "exec"), {})  # the index is valid Python too
+    sdk = render_sdk(entries)
+    for name in catalog.names:
+        described = catalog.describe(name)
+        for block in described.rstrip("\n").split("\n\n")[1:-1]:
+            assert block + "\n" in sdk
+    try:
+        found = catalog.search(query)
+    except ValueError as exc:
+        assert "no word to search for" in str(exc)
+    else:
+        assert all(hit["name"] in catalog for hit in found)
+        assert all("\n" not in hit["summary"] for hit in found)
