@@ -69,8 +69,11 @@ def test_auto_mode_turns_discovery_on_above_the_tool_count() -> None:
 
 def test_auto_mode_turns_discovery_on_above_the_token_count() -> None:
     reg = ToolRegistry()
-    fields = {f"field_{i}": f"What field {i} holds, said at some length. " * 3 for i in range(15)}
-    for index in range(30):  # 30 tools (not above 40), each with 15 described fields
+    for index in range(30):  # 30 tools (not above 40), each with 15 fields of its own
+        fields = {
+            f"field_{i}": f"What field {i} of tool {index} holds, said at length. " * 3
+            for i in range(15)
+        }
         reg.register(_tool(f"wordy_{index}", "A tool with many fields.", **fields))
     full = render_sdk(reg.schemas(with_output=True))
     assert len(full) // 4 > 8_000
