@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 
 from registry import ToolRegistry
-from runtime import Limits, RuntimeBackendError, get_runtime
+from runtime import Limits, Runtime, RuntimeBackendError, get_runtime
 
 from ._budget import DEFAULT_OUTPUT_BUDGET, OutputBudget, check_output_budget
 from ._executor import CodeExecutor
 from ._toolspec import ToolSet, run_command
+
+if TYPE_CHECKING:
+    from runtime._host._launch import SpawnedZygote
 
 __all__ = ["RunOptions", "log_event", "open_event_log", "run_program"]
 
@@ -32,6 +35,8 @@ class RunOptions:
     as_json: bool = False
     #: Print each line the program prints to stderr as it happens (``--quiet`` turns it off).
     live: bool = False
+    #: A zygote spawned ahead (by ``ptc._cli.main``) for the subprocess runtime to adopt.
+    zygote: SpawnedZygote | None = None
 
 
 def open_event_log(path: str | None) -> IO[bytes] | None:
@@ -75,12 +80,10 @@ def run_program(tools: ToolRegistry | ToolSet, code: str, options: RunOptions) -
     if options.isolation not in ("strict", "best-effort"):
         raise ValueError(f"--isolation must be strict or best-effort, got {options.isolation!r}")
     check_output_budget(options.output_budget, "--output-budget")
-    try:
-        runtime = get_runtime(options.runtime, isolation=options.isolation)  # type: ignore[arg-type]
-    except RuntimeBackendError as exc:
-        raise ValueError(str(exc)) from exc
     limits = Limits() if options.timeout is None else Limits(timeout=options.timeout)
     collected: list[dict[str, Any]] = []
+    # Opened before the runtime is made: from then on only the run's end closes
+    # the runtime (which may hold a zygote spawned ahead).
     sink_file = open_event_log(options.events_path)
 
     live = options.live
@@ -97,24 +100,26 @@ def run_program(tools: ToolRegistry | ToolSet, code: str, options: RunOptions) -
                 live = False
 
     async def go() -> Any:
-        async with (
-            tools.open() as registry,
-            CodeExecutor(
-                registry,
-                runtime=runtime,
-                mode=options.mode,  # type: ignore[arg-type]
-                max_parallel_sub_calls=options.max_parallel,
-                limits=limits,
-                output_budget=options.output_budget,
-                on_event=on_event,
-            ) as executor,
-        ):
-            try:
+        try:
+            async with (
+                tools.open() as registry,
+                CodeExecutor(
+                    registry,
+                    runtime=runtime,
+                    mode=options.mode,  # type: ignore[arg-type]
+                    max_parallel_sub_calls=options.max_parallel,
+                    limits=limits,
+                    output_budget=options.output_budget,
+                    on_event=on_event,
+                ) as executor,
+            ):
                 return await executor.run_code(code, description="ptc run", scope=options.scope)
-            finally:
-                await runtime.aclose()
+        finally:
+            # Even when the tool set fails to open: the runtime may hold a zygote already.
+            await runtime.aclose()
 
     try:
+        runtime = _runtime(options)
         result = run_command(go)
     finally:
         if sink_file is not None:
@@ -131,6 +136,23 @@ def run_program(tools: ToolRegistry | ToolSet, code: str, options: RunOptions) -
         text = "\n".join(b.get("text", "") for b in result.content if b.get("type") == "text")
         sys.stdout.write(text + "\n")
     return 1 if result.is_error else 0
+
+
+def _runtime(options: RunOptions) -> Runtime:
+    """The run's runtime; a subprocess runtime adopts the zygote spawned ahead, if there is one.
+
+    Raises:
+        ValueError: the runtime is unknown, not installed, or refuses the options.
+    """
+    adopt = (
+        {}
+        if options.zygote is None or options.runtime != "subprocess"
+        else {"zygote": options.zygote}
+    )
+    try:
+        return get_runtime(options.runtime, isolation=options.isolation, **adopt)  # type: ignore[arg-type]
+    except RuntimeBackendError as exc:
+        raise ValueError(str(exc)) from exc
 
 
 def _show_live(event: dict[str, Any]) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import sys
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, Final, Literal, TypeAlias
 
@@ -31,10 +30,10 @@ from ._base import (
     Runtime,
     ToolNames,
 )
+from ._host._launch import SpawnedZygote, zygote_settings
 from ._host._pool import SandboxKey, WorkerPool, layer_states
 from ._host._session import OpenRuns, drive_run
 from ._worker._bootstrap import compile_for_worker
-from ._worker._imports import DEFAULT_ALLOWED_MODULES
 
 __all__ = ["LAYERS", "Layer", "SubprocessIsolation", "SubprocessRuntime"]
 
@@ -70,8 +69,6 @@ _WAYS_OUT_BEST_EFFORT: Final = (
     "none of these kernel features."
 )
 _MAX_OPEN_FILES: Final = 64
-# Modules the bootstrap itself needs in every worker.
-_BOOTSTRAP_MODULES: Final = ("asyncio",)
 # Programs up to this size are compiled on the host (cheaper than in a worker
 # that just woke up); bigger ones would hold up the host's event loop.
 _HOST_COMPILE_MAX_CHARS: Final = 16_384
@@ -117,6 +114,13 @@ class SubprocessRuntime(Runtime):
             fails a run, and every outcome lists it in ``isolation.off``.
             Limits (rlimits) always apply.
         python: the interpreter that runs the zygote.
+        zygote: a zygote process spawned ahead with
+            ``runtime._host._launch.spawn_zygote`` and this runtime's settings
+            (as ``ptc run`` does before its imports, so that the zygote's
+            boot overlaps them). The runtime adopts it: it is this runtime's
+            first zygote, and :meth:`aclose` (not the caller) ends it. One
+            spawned with other settings is refused (``ValueError``) and
+            stays the caller's to discard.
 
     Many :meth:`run` calls may proceed concurrently; each gets its own worker,
     which is never reused. The zygote starts on the first run (or
@@ -136,6 +140,7 @@ class SubprocessRuntime(Runtime):
         max_workers: int = 64,
         layers: Collection[Layer] | None = None,
         python: str | None = None,
+        zygote: SpawnedZygote | None = None,
     ) -> None:
         chosen = LAYERS if layers is None else frozenset(layers)
         unknown = chosen - LAYERS
@@ -163,16 +168,20 @@ class SubprocessRuntime(Runtime):
         self._compile = functools.lru_cache(maxsize=_COMPILED_PROGRAMS_KEPT)(
             functools.partial(compile_for_worker, restricted=restricted)
         )
-        allowed = frozenset(DEFAULT_ALLOWED_MODULES if allowed_modules is None else allowed_modules)
-        preimport = sorted({*allowed, *_BOOTSTRAP_MODULES})
+        settings = zygote_settings(
+            python=python, allowed_modules=allowed_modules, restricted=restricted
+        )
+        if zygote is not None and zygote.settings != settings:
+            raise ValueError(
+                "the zygote given was spawned with other settings (interpreter, allowed "
+                "modules or restricted) than this runtime's"
+            )
         self._pool = WorkerPool(
-            python=python or sys.executable,
-            allowed_modules=allowed,
-            preimport=preimport,
-            restricted=restricted,
+            settings=settings,
             spares=spares,
             default_key=self._default_key,
             max_workers=max_workers,
+            zygote=zygote,
         )
         # The runs going on, ended by aclose().
         self._runs = OpenRuns()

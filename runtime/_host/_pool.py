@@ -26,26 +26,22 @@ import select
 import shutil
 import signal
 import socket
-import subprocess
 import sys
-import tempfile
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import anyio
-import anyio.abc
+import anyio.to_thread
 import orjson
 
 from .._exceptions import WorkerStartError
 from .._worker._protocol import HEADER, ProtocolError, parse_worker_frame
-from .._worker._zygote import ZYGOTE_BOOT
+from ._launch import SpawnedZygote, ZygoteSettings, spawn_zygote
 
 __all__ = ["ExitStatus", "SandboxKey", "Worker", "WorkerPool"]
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # runtime/
 _START_TIMEOUT = 60.0
 _STOP_TIMEOUT = 5.0
 _REPLY_BYTES = 4096
@@ -249,63 +245,40 @@ class Worker:
 
 
 class _ZygoteProcess:
-    """The zygote process and the host end of its control socket."""
+    """The zygote process and the host end of its control socket.
 
-    def __init__(self, process: anyio.abc.Process, ctl: socket.socket, tmp: str) -> None:
-        self.process = process
-        self.ctl = ctl
-        self.tmp = tmp
+    Made as soon as the process is spawned; :meth:`greet` then reads its first
+    message (``ready``, or why it cannot serve). Fork requests may be sent
+    before that: they wait in the socket until the zygote has booted.
+    """
+
+    def __init__(self, spawned: SpawnedZygote) -> None:
+        self.process = spawned.process
+        self.ctl = spawned.ctl
+        self.tmp = spawned.tmp
+        self._pidfd = spawned.pidfd
         self.alive = True
         self.closing = False
+        # Whether its greeting was read: only then is what comes on ``ctl`` a reply.
+        self.ready = False
         # Whether code objects compiled here run unchanged in its workers.
         self.compiles_like_host = False
         self._poller = select.poll()
-        self._poller.register(ctl, select.POLLIN)
+        self._poller.register(self.ctl, select.POLLIN)
 
-    @classmethod
-    async def start(
-        cls,
-        *,
-        python: str,
-        allowed_modules: frozenset[str] | None,
-        preimport: Sequence[str],
-        restricted: bool,
-    ) -> _ZygoteProcess:
-        tmp = tempfile.mkdtemp(prefix="ptc-runtime-")
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        options = {
-            "fd": theirs.fileno(),
-            "tmp": tmp,
-            "paths": _dependency_paths(restricted),
-            "allowed": None if allowed_modules is None else sorted(allowed_modules),
-            "preimport": list(preimport),
-            "restricted": restricted,
-        }
-        command = [python, "-I", "-S", "-X", "utf8", "-c", ZYGOTE_BOOT, _PACKAGE_DIR]
-        command.append(orjson.dumps(options).decode())
-        try:
-            process = await anyio.open_process(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=None,
-                cwd=tmp,
-                env={},
-                start_new_session=True,
-                pass_fds=[theirs.fileno()],
-            )
-        except BaseException:
-            ours.close()
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        finally:
-            theirs.close()
-        ours.setblocking(False)
-        zygote = cls(process, ours, tmp)
+    async def greet(self) -> None:
+        """Wait for the zygote's greeting; on any failure close it and raise.
+
+        Raises:
+            WorkerStartError: it refused to start, exited, or did not become ready in time.
+        """
         try:
             with anyio.fail_after(_START_TIMEOUT):
-                await anyio.wait_readable(ours)
-            hello = ours.recv(_REPLY_BYTES)
+                await anyio.wait_readable(self.ctl)
+            try:
+                hello = self.ctl.recv(_REPLY_BYTES)
+            except OSError:  # reset: it exited with fork requests unread
+                hello = b""
             try:
                 greeting = orjson.loads(hello) if hello else None
             except orjson.JSONDecodeError:
@@ -314,22 +287,30 @@ class _ZygoteProcess:
                 raise WorkerStartError(f"the zygote did not start: {greeting['error']}")
             if not hello:
                 with anyio.move_on_after(1.0):
-                    await process.wait()
+                    await self._exited()
                 raise WorkerStartError(
                     "the zygote exited before it was ready "
-                    f"(exit status {process.returncode}; its standard error says why)"
+                    f"(exit status {self.process.returncode}; its standard error says why)"
                 )
             if type(greeting) is not dict or "ready" not in greeting:
                 raise WorkerStartError(f"the zygote did not start (got {hello[:80]!r})")
-            zygote.compiles_like_host = (
+            self.compiles_like_host = (
                 greeting.get("magic") == _MAGIC and greeting.get("optimize") == sys.flags.optimize
             )
+            self.ready = True
         except BaseException as exc:
-            await zygote.aclose()
+            await self.aclose()
             if isinstance(exc, TimeoutError):
                 raise WorkerStartError("the zygote did not become ready in time") from None
             raise
-        return zygote
+
+    async def _exited(self) -> None:
+        """Return once the process has exited, and reap it."""
+        while self.process.poll() is None:
+            if self._pidfd is None:
+                await anyio.to_thread.run_sync(self.process.wait, abandon_on_cancel=True)
+            else:
+                await anyio.wait_readable(self._pidfd)
 
     def request(self, request_id: int, key: SandboxKey) -> None:
         try:
@@ -396,12 +377,14 @@ class _ZygoteProcess:
             self.ctl.close()
             try:
                 with anyio.move_on_after(_STOP_TIMEOUT):
-                    await self.process.wait()
+                    await self._exited()
                 if self.process.returncode is None:
                     self.process.kill()
-                    await self.process.wait()
+                    await self._exited()
             finally:
-                await self.process.aclose()
+                if self._pidfd is not None:
+                    os.close(self._pidfd)
+                    self._pidfd = None
                 shutil.rmtree(self.tmp, ignore_errors=True)
 
 
@@ -415,18 +398,13 @@ class WorkerPool:
     def __init__(
         self,
         *,
-        python: str,
-        allowed_modules: frozenset[str] | None,
-        preimport: Sequence[str],
-        restricted: bool,
+        settings: ZygoteSettings,
         spares: int,
         default_key: SandboxKey,
         max_workers: int = 64,
+        zygote: SpawnedZygote | None = None,
     ) -> None:
-        self._python = python
-        self._allowed = allowed_modules
-        self._preimport = tuple(preimport)
-        self._restricted = restricted
+        self._settings = settings
         self._max_workers = max(1, max_workers)
         self._target = min(max(0, spares), self._max_workers)
         # Workers handed out and not yet killed, and the runs waiting for a
@@ -446,6 +424,13 @@ class WorkerPool:
         self._next_id = 0
         self._closed = False
         self._spare_error: str | None = None
+        if zygote is not None:
+            zygote.take()
+            self._zygote = _ZygoteProcess(zygote)
+            # Asked for now, before the zygote's greeting: it forks them as
+            # soon as it has booted, while the caller is still getting ready.
+            with contextlib.suppress(_ZygoteDied):  # its greeting will say why
+                self._replenish(self._zygote)
 
     @property
     def zygote_pid(self) -> int | None:
@@ -468,7 +453,13 @@ class WorkerPool:
             WorkerStartError: the zygote cannot be started, keeps dying or hangs.
         """
         zygote = self._zygote
-        if zygote is not None and zygote.alive and self._target and key == self._default_key:
+        if (
+            zygote is not None
+            and zygote.ready
+            and zygote.alive
+            and self._target
+            and key == self._default_key
+        ):
             # The common case, without a timeout scope: a spare is ready and the
             # zygote alive (a zero-timeout poll, far cheaper than a receive).
             # Replies waiting are collected later, while the run's worker starts.
@@ -638,7 +629,13 @@ class WorkerPool:
         """
         self.greet()
         zygote = self._zygote
-        if zygote is not None and zygote.alive and not self._read_lock.locked() and zygote.news():
+        if (
+            zygote is not None
+            and zygote.ready
+            and zygote.alive
+            and not self._read_lock.locked()
+            and zygote.news()
+        ):
             with contextlib.suppress(_ZygoteDied):  # noticed (and replaced) on the next acquire
                 self._collect(zygote)
 
@@ -661,23 +658,29 @@ class WorkerPool:
         if self._closed:
             raise WorkerStartError("the runtime is closed")
         zygote = self._zygote
-        if zygote is not None and zygote.alive:
+        if zygote is not None and zygote.ready and zygote.alive:
             return zygote
         async with self._start_lock:
-            if self._zygote is not None and self._zygote.alive:
-                return self._zygote
-            if self._zygote is not None:
-                await self._drop_zygote(self._zygote)
+            zygote = self._zygote
+            if zygote is not None and zygote.ready and zygote.alive:
+                return zygote
+            if zygote is not None and zygote.ready:
+                await self._drop_zygote(zygote)
             if self._closed:
                 raise WorkerStartError("the runtime is closed")
-            zygote = await _ZygoteProcess.start(
-                python=self._python,
-                allowed_modules=self._allowed,
-                preimport=self._preimport,
-                restricted=self._restricted,
-            )
-            self._zygote = zygote
-            self._replenish(zygote)
+            if self._zygote is None:
+                # Its spares asked for at once: they wait in the control socket
+                # and are forked as soon as it has booted.
+                zygote = self._zygote = _ZygoteProcess(spawn_zygote(self._settings))
+                with contextlib.suppress(_ZygoteDied):  # its greeting will say why
+                    self._replenish(zygote)
+            else:
+                zygote = self._zygote  # spawned ahead (the ``zygote`` argument), not yet greeted
+            try:
+                await zygote.greet()
+            except BaseException:
+                await self._drop_zygote(zygote)
+                raise
             return zygote
 
     async def _drop_zygote(self, zygote: _ZygoteProcess) -> None:
@@ -710,20 +713,3 @@ def _request_fields(key: SandboxKey) -> dict[str, object]:
 
 class _ZygoteDied(Exception):
     pass
-
-
-def _dependency_paths(restricted: bool) -> list[str]:
-    """``sys.path`` entries the zygote needs beyond the standard library."""
-    import orjson as orjson_module
-
-    modules = [orjson_module]
-    if restricted:
-        import RestrictedPython
-
-        modules.append(RestrictedPython)
-    paths: list[str] = []
-    for module in modules:
-        path = str(Path(module.__file__ or "").resolve().parent.parent)
-        if path not in paths:
-            paths.append(path)
-    return paths

@@ -1,7 +1,7 @@
 """The fork server: one warm interpreter that forks a fresh sandboxed worker per run.
 
 Runs in its own isolated interpreter (``python -I -S``, empty environment),
-started by ``_pool``. It imports the bootstrap, the sandbox layers and the
+spawned by ``runtime._host._launch``. It imports the bootstrap, the sandbox layers and the
 allowed modules once, then serves fork requests from the host over a
 ``SOCK_SEQPACKET`` control socket (and cancellations: ``{"cancel": id}`` kills
 the worker forked for request ``id`` if it still lives; its run gave up). For
@@ -61,15 +61,7 @@ from ._bootstrap import (
 )
 from ._protocol import encode_frame
 
-__all__ = ["ZYGOTE_BOOT", "main"]
-
-#: ``python -c`` text that imports this module without running ``runtime/__init__``
-#: (which pulls in the host side) and calls :func:`main` with ``argv[2]``.
-ZYGOTE_BOOT = (
-    "import sys,types;m=types.ModuleType('runtime');m.__path__=[sys.argv[1]];"
-    "sys.modules['runtime']=m;import json;sys.path[:0]=json.loads(sys.argv[2])['paths'];"
-    "from runtime._worker._zygote import main;main(sys.argv[2])"
-)
+__all__ = ["main"]
 
 _REQUEST_BYTES = 1 << 16
 
@@ -410,7 +402,7 @@ def _refuse_to_start(ctl: socket.socket, exc: BaseException) -> NoReturn:
 
 
 def main(options_json: str) -> NoReturn:
-    """Entry point of the zygote process (see :data:`ZYGOTE_BOOT`)."""
+    """Entry point of the zygote process (see ``runtime._host._launch.ZYGOTE_BOOT``)."""
     options = json.loads(options_json)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Forking and reaping are background work: the host's runs come first (a

@@ -31,6 +31,7 @@ from typing import Any
 import anyio
 import pytest
 
+import runtime._host._launch
 import runtime._host._pool
 from runtime import Limits, RunOutcome, SubprocessRuntime, ToolAnswer
 from runtime._exceptions import WorkerStartError
@@ -537,7 +538,7 @@ def broken_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[
         source = Path(runtime._host._pool.__file__).parent.parent
         shutil.copytree(source, copy, ignore=shutil.ignore_patterns("__pycache__", "_pyodide"))
         (copy / f"{module}.py").write_text("raise ImportError('simulated failure')\n")
-        monkeypatch.setattr(runtime._host._pool, "_PACKAGE_DIR", str(copy))
+        monkeypatch.setattr(runtime._host._launch, "_PACKAGE_DIR", str(copy))
 
     return breaks
 

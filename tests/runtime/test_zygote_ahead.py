@@ -1,0 +1,95 @@
+"""A zygote spawned ahead (``runtime._host._launch``): adopted by one runtime, or discarded."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from runtime import SubprocessRuntime, WorkerStartError
+from runtime._host._launch import SpawnedZygote, spawn_zygote, zygote_settings
+from runtime.testing import ToolBox
+
+pytestmark = pytest.mark.anyio
+
+
+def _gone(zygote: SpawnedZygote) -> bool:
+    """Reaped, and its directory removed."""
+    return zygote.process.poll() is not None and not os.path.exists(zygote.tmp)
+
+
+async def test_a_runtime_runs_on_the_zygote_it_adopts() -> None:
+    zygote = spawn_zygote(zygote_settings())
+    backend = SubprocessRuntime(zygote=zygote)
+    try:
+        assert zygote.taken
+        # Its spares are asked for at once, before the zygote has even booted.
+        assert len(backend._pool._spare_requests) == 2
+        outcome = await backend.run("return 6 * 7", tool_names=[], call_tool=ToolBox())
+        assert outcome.ok and outcome.result == 42
+        assert backend._pool.zygote_pid == zygote.process.pid  # no second zygote
+    finally:
+        await backend.aclose()
+    assert _gone(zygote)
+    zygote.discard()  # the runtime's now: nothing happens
+
+
+async def test_a_runtime_closed_before_any_run_ends_the_zygote_it_adopted() -> None:
+    zygote = spawn_zygote(zygote_settings())
+    backend = SubprocessRuntime(zygote=zygote, spares=0)
+    await backend.aclose()
+    assert _gone(zygote)
+
+
+async def test_a_zygote_of_other_settings_is_refused_and_stays_the_callers() -> None:
+    zygote = spawn_zygote(zygote_settings(allowed_modules=["json"]))
+    try:
+        with pytest.raises(ValueError, match="other settings"):
+            SubprocessRuntime(zygote=zygote)  # the default allow-list
+        with pytest.raises(ValueError, match="other settings"):
+            SubprocessRuntime(zygote=zygote, allowed_modules=["json"], restricted=True)
+        assert not zygote.taken and zygote.process.poll() is None
+    finally:
+        zygote.discard()
+    assert _gone(zygote)
+
+
+async def test_a_zygote_is_adopted_once() -> None:
+    zygote = spawn_zygote(zygote_settings())
+    first = SubprocessRuntime(zygote=zygote, spares=0)
+    try:
+        with pytest.raises(ValueError, match="adopted by another runtime"):
+            SubprocessRuntime(zygote=zygote, spares=0)
+    finally:
+        await first.aclose()
+    assert _gone(zygote)
+
+
+def test_discard_ends_a_zygote_no_runtime_took_and_may_be_repeated() -> None:
+    zygote = spawn_zygote(zygote_settings())
+    zygote.discard()
+    assert _gone(zygote)
+    zygote.discard()
+    with pytest.raises(ValueError, match="discarded"):
+        SubprocessRuntime(zygote=zygote)
+
+
+async def test_an_adopted_zygote_that_cannot_start_fails_the_run_and_the_next_one_retries(
+    tmp_path: Path,
+) -> None:
+    # An interpreter that exits at once: the zygote never says it is ready.
+    script = tmp_path / "python"
+    script.write_text("#!/bin/sh\nexit 3\n")
+    script.chmod(0o755)
+    python = str(script)
+    zygote = spawn_zygote(zygote_settings(python=python))
+    backend = SubprocessRuntime(zygote=zygote, python=python)
+    try:
+        with pytest.raises(WorkerStartError, match="exited before it was ready"):
+            await backend.start()
+        assert _gone(zygote)
+        with pytest.raises(WorkerStartError):  # a zygote of its own, which fails the same way
+            await backend.run("return 1", tool_names=[], call_tool=ToolBox())
+    finally:
+        await backend.aclose()
