@@ -1,7 +1,7 @@
 """The scripted GitHub task suite (issue 19): every task solved in discovery mode in two programs.
 
-The tasks, the scripted model and the token accounting are in
-``discovery_tasks``; the fake GitHub behind the 117 real tool schemas is
+The tasks are in ``github_tasks``, the scripted model and the token
+accounting in ``discovery_tasks``; the fake GitHub behind the 117 real tool schemas is
 ``github_world``. The figures per task are printed by
 ``tests/benchmarks/bench_discovery_tasks.py``.
 """
@@ -18,7 +18,6 @@ from runtime import Runtime
 from runtime.testing import InProcessRuntime
 from tests.ptc.discovery_tasks import (
     DESCRIBED,
-    TASKS,
     Need,
     RankingMiss,
     Task,
@@ -29,6 +28,7 @@ from tests.ptc.discovery_tasks import (
     solve,
     tokens,
 )
+from tests.ptc.github_tasks import TASKS
 from tests.ptc.github_world import Call, World, github_registry, load_corpus
 
 pytestmark = pytest.mark.anyio
