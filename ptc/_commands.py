@@ -4,8 +4,9 @@ Its entry point is ``ptc._cli.main``, which may spawn ``ptc run``'s zygote
 before it imports this module (see there).
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: typer reads each command's
+# annotations on every ``ptc`` command, and strings it must compile and
+# evaluate (about 7 ms of a cold start); these are evaluated once, at import.
 import logging
 import sys
 from collections.abc import Iterator
@@ -159,7 +160,7 @@ def _read_specs(tools: list[str]) -> ToolSpecs:
         fail(str(exc))
 
 
-def _budget_option(text: str | None) -> OutputBudget:
+def _budget_option(text: str | None) -> "OutputBudget":
     """``--output-budget``: the default when absent; a bad value is one line and exit 2."""
     from ._budget import DEFAULT_OUTPUT_BUDGET, parse_output_budget
 
@@ -512,7 +513,7 @@ def _program_text(program: str) -> str:
         ) from None
 
 
-def _zygote_ahead(context: typer.Context) -> SpawnedZygote | None:
+def _zygote_ahead(context: typer.Context) -> "SpawnedZygote | None":
     """The zygote ``ptc._cli.main`` spawned for this run before the imports, if it did."""
     from runtime._host._launch import SpawnedZygote
 

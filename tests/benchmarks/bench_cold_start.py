@@ -5,7 +5,8 @@ the medians and their ratio to the floor, from one run, the commands taking
 turns so that a change in the machine's load falls on all of them alike:
 
 - the floor, ``python -c pass``;
-- the imports of the command line, ``python -c "import ptc._cli"``;
+- the imports of the command line's commands, ``python -c "import ptc._commands"``
+  (``ptc run`` spawns its zygote before them, so that its boot overlaps them);
 - ``ptc run`` of a trivial program (``return 1``) on the bundled example tool set
   (subprocess runtime, strict isolation), end to end;
 - ``ptc run`` of the README's first program, ``examples/programs/fanout_search.py``.
@@ -40,7 +41,7 @@ def _ptc() -> list[str]:
 def _commands(trivial: str) -> dict[str, list[str]]:
     return {
         "python -c pass": [sys.executable, "-c", "pass"],
-        "import ptc._cli": [sys.executable, "-c", "import ptc._cli"],
+        "import ptc._commands": [sys.executable, "-c", "import ptc._commands"],
         "ptc run (return 1)": [*_ptc(), "run", trivial, "--tools", TOOLS, "-q"],
         "ptc run fanout_search.py": [*_ptc(), "run", FANOUT, "--tools", TOOLS, "-q"],
     }
@@ -57,7 +58,7 @@ def _once(command: list[str], env: dict[str, str]) -> float:
 
 def _slowest_imports(env: dict[str, str], count: int) -> list[str]:
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import ptc._cli"],
+        [sys.executable, "-X", "importtime", "-c", "import ptc._commands"],
         env=env,
         cwd=ROOT,
         capture_output=True,
@@ -93,7 +94,7 @@ def bench(rounds: int, imports: bool) -> None:
             value = statistics.median(values)
             print(f"  {label:<26} {value * 1e3:8.1f} ms   x{value / floor:5.1f}")
         if imports:
-            print("slowest imports of ptc._cli (cumulative, one run of -X importtime)")
+            print("slowest imports of ptc._commands (cumulative, one run of -X importtime)")
             print("\n".join(_slowest_imports(env, 25)))
     finally:
         shutil.rmtree(cache, ignore_errors=True)
