@@ -11,6 +11,7 @@ took. No other command spawns one.
 
 from __future__ import annotations
 
+import gc
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,9 @@ def main() -> None:
     finally:
         if zygote is not None:
             zygote.discard()  # a no-op once a runtime adopted it
+        # The process ends now and the kernel frees its memory: the collections
+        # of the interpreter's exit need not visit every object (25-35 ms).
+        gc.freeze()
 
 
 def _spawn_zygote_ahead(args: list[str]) -> SpawnedZygote | None:
