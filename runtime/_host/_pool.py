@@ -274,7 +274,10 @@ class _ZygoteProcess:
         """
         try:
             with anyio.fail_after(_START_TIMEOUT):
-                await anyio.wait_readable(self.ctl)
+                try:
+                    await anyio.wait_readable(self.ctl)
+                except anyio.ClosedResourceError:  # the runtime closed meanwhile
+                    raise WorkerStartError("the runtime is closed") from None
             try:
                 hello = self.ctl.recv(_REPLY_BYTES)
             except OSError:  # reset: it exited with fork requests unread

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
 from runtime import SubprocessRuntime, WorkerStartError
@@ -93,3 +95,34 @@ async def test_an_adopted_zygote_that_cannot_start_fails_the_run_and_the_next_on
             await backend.run("return 1", tool_names=[], call_tool=ToolBox())
     finally:
         await backend.aclose()
+
+
+async def test_closing_the_runtime_while_its_run_waits_for_the_zygote_ends_both(
+    tmp_path: Path,
+) -> None:
+    # A zygote that never greets: it blocks on its control socket until the host closes it.
+    fake = tmp_path / "zygote.py"
+    fake.write_text(
+        "import json, socket, sys\nsocket.socket(fileno=json.loads(sys.argv[1])['fd']).recv(1)\n"
+    )
+    script = tmp_path / "python"  # called as: -I -S -X utf8 -c BOOT PACKAGE OPTIONS
+    script.write_text(f'#!/bin/sh\nexec {sys.executable} {fake} "$8"\n')
+    script.chmod(0o755)
+    zygote = spawn_zygote(zygote_settings(python=str(script)))
+    backend = SubprocessRuntime(zygote=zygote, python=str(script), spares=0)
+    failures: list[BaseException] = []
+
+    async def run() -> None:
+        try:
+            await backend.run("return 1", tool_names=[], call_tool=ToolBox())
+        except WorkerStartError as exc:
+            failures.append(exc)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(run)
+        await anyio.wait_all_tasks_blocked()
+        assert backend._pool._start_lock.locked()  # the run waits for the greeting
+        with anyio.fail_after(2):  # well within the zygote's stop timeout: closing ended it
+            await backend.aclose()
+    assert [str(exc) for exc in failures] == ["the runtime is closed"]
+    assert _gone(zygote)
