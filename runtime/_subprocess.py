@@ -124,7 +124,8 @@ class SubprocessRuntime(Runtime):
 
     Many :meth:`run` calls may proceed concurrently; each gets its own worker,
     which is never reused. The zygote starts on the first run (or
-    :meth:`start`) and :meth:`aclose` stops it and every spare.
+    :meth:`start`), unless one spawned ahead was given, and :meth:`aclose`
+    stops it and every spare.
     """
 
     name = "subprocess"

@@ -1,8 +1,10 @@
 """Host side of the fork server: the zygote process, its spares and each worker.
 
-:class:`WorkerPool` starts the zygote lazily, asks it for workers and keeps up
-to ``spares`` pre-forked, already sandboxed workers ready for runs with the
-default sandbox settings. A run that finds no spare ready has one forked for
+:class:`WorkerPool` starts the zygote lazily (or adopts one spawned ahead, see
+``_launch``), asks it for workers and keeps up to ``spares`` pre-forked,
+already sandboxed workers ready for runs with the default sandbox settings.
+The spares are asked for as soon as the zygote is spawned: the requests wait
+in its control socket while it boots. A run that finds no spare ready has one forked for
 it at once rather than waiting for another run to finish, as long as fewer
 than ``max_workers`` workers live (running, spare or being forked); past that
 bound runs queue for the next worker let go. Fork requests are
