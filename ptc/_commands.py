@@ -247,9 +247,15 @@ def sdk_command(
             "--stats", help="Print the size (tools, characters, ~tokens) instead of the text."
         ),
     ] = False,
+    discovery: Annotated[
+        bool,
+        typer.Option(
+            "--discovery", help="Print the discovery-mode index (what large tool sets get)."
+        ),
+    ] = False,
 ) -> None:
     """Print the typed Python SDK (the tools:sdk section) the model programs against."""
-    from sdkgen import normalize_tool_schemas, render_sdk, sdk_stats
+    from sdkgen import ToolCatalog, normalize_tool_schemas, render_sdk, sdk_stats
 
     specs = _read_specs(tools)
     if specs.schemas:
@@ -273,9 +279,15 @@ def sdk_command(
                 schemas = tool_set.read(lambda registry: registry.schemas(scope, with_output=True))
         except (ToolSpecError, UnknownScopeError) as exc:
             fail(str(exc))
-    text = render_sdk(schemas, instructions=not no_instructions)
+    catalog = ToolCatalog(schemas) if discovery else None
+    if catalog is not None:
+        text = catalog.index_text()
+    else:
+        text = render_sdk(schemas, instructions=not no_instructions)
     if stats:
         size = sdk_stats(text)
+        if catalog is not None:
+            size["tools"] = len(catalog)
         typer.echo(
             f"tools: {size['tools']}  chars: {size['chars']}  approx tokens: {size['approx_tokens']}"
         )

@@ -351,3 +351,20 @@ def test_run_rejects_an_isolation_the_runtime_does_not_offer() -> None:
         "--isolation", "best-effort", stdin="return 1",
     )  # fmt: skip
     assert out.returncode == 2 and "is for the subprocess runtime" in out.stderr
+
+
+def test_sdk_discovery_prints_the_index_and_its_stats() -> None:
+    from typer.testing import CliRunner
+
+    from ptc._cli import app
+    from sdkgen import normalize_tool_schemas, render_discovery
+
+    expected = render_discovery(normalize_tool_schemas(json.loads(CORPUS.read_text())))
+    out = CliRunner().invoke(app, ["sdk", "--tools", str(CORPUS), "--discovery"])
+    assert out.exit_code == 0, out.output
+    assert out.output.rstrip("\n") == expected.rstrip("\n")
+    stats = CliRunner().invoke(app, ["sdk", "--tools", str(CORPUS), "--discovery", "--stats"])
+    assert (
+        stats.output.strip()
+        == f"tools: 117  chars: {len(expected)}  approx tokens: {(len(expected) + 3) // 4}"
+    )
