@@ -111,11 +111,10 @@ async def test_a_call_handed_to_a_parked_runner_runs_though_the_group_is_cancell
     assert len(tasks) == 2 and len(set(tasks)) == 1  # the parked runner ran it
 
 
-async def test_a_sub_calls_arguments_are_snapshotted_and_validated_once(
+def _counted_total(
     monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # The mode is decided on the same checked arguments the pipeline runs the
-    # call with: a 10,000-item list is copied and checked once, not twice.
+) -> tuple[ToolRegistry, list[object], list[object]]:
+    """A registry with ``total`` whose validations and argument snapshots are counted."""
     reg = ToolRegistry()
 
     @reg.tool(concurrency_safe=True)
@@ -123,14 +122,13 @@ async def test_a_sub_calls_arguments_are_snapshotted_and_validated_once(
         """Add the items."""
         return sum(items)
 
-    validations = 0
+    validations: list[object] = []
     parameters = reg.view()["total"].parameters
     fast = parameters.fast
     assert fast is not None
 
     def counted_fast(value: object) -> bool:
-        nonlocal validations
-        validations += 1
+        validations.append(value)
         return fast(value)
 
     parameters.fast = counted_fast
@@ -142,11 +140,20 @@ async def test_a_sub_calls_arguments_are_snapshotted_and_validated_once(
         return snapshot_json(value)
 
     monkeypatch.setattr(registry_pipeline, "snapshot_json", counted_snapshot)
+    return reg, validations, snapshots
+
+
+async def test_a_sub_calls_arguments_are_snapshotted_and_validated_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The mode is decided on the same checked arguments the pipeline runs the
+    # call with: a 10,000-item list is copied and checked once, not twice.
+    reg, validations, snapshots = _counted_total(monkeypatch)
     async with CodeExecutor(reg, runtime=InProcessRuntime()) as ex:
         result = await ex.run_code("return await tools.total({'items': list(range(10_000))})")
     assert not result.is_error, result.content
     assert result.value["result"] == sum(range(10_000))
-    assert validations == 1
+    assert len(validations) == 1
     assert len(snapshots) == 1
 
 
@@ -155,32 +162,7 @@ async def test_a_native_calls_arguments_are_snapshotted_and_validated_once(
 ) -> None:
     # The same for an outer call in native mode: its scheduling mode and its
     # execution share one check (execute(call, checked=...)).
-    reg = ToolRegistry()
-
-    @reg.tool(concurrency_safe=True)
-    async def total(items: list[int]) -> int:
-        """Add the items."""
-        return sum(items)
-
-    validations = 0
-    parameters = reg.view()["total"].parameters
-    fast = parameters.fast
-    assert fast is not None
-
-    def counted_fast(value: object) -> bool:
-        nonlocal validations
-        validations += 1
-        return fast(value)
-
-    parameters.fast = counted_fast
-    snapshots: list[object] = []
-
-    def counted_snapshot(value: object) -> object:
-        if isinstance(value, dict) and "items" in value:
-            snapshots.append(value)
-        return snapshot_json(value)
-
-    monkeypatch.setattr(registry_pipeline, "snapshot_json", counted_snapshot)
+    reg, validations, snapshots = _counted_total(monkeypatch)
     ex = CodeExecutor(reg, runtime=InProcessRuntime(), mode="native")
     batch = await ex.execute(
         [
@@ -189,5 +171,5 @@ async def test_a_native_calls_arguments_are_snapshotted_and_validated_once(
         ]
     )
     assert [r.result.value for r in batch.results] == [sum(range(10_000)), 3]
-    assert validations == 2  # one per call
+    assert len(validations) == 2  # one per call
     assert len(snapshots) == 2
