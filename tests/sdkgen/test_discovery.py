@@ -135,6 +135,17 @@ def test_output_is_independent_of_input_order(corpus: list[dict[str, Any]]) -> N
         ("merge", "merge_pull_request"),
         ("pull_request_read", "pull_request_read"),  # a tool's own name comes first
         ("List ISSUES", "list_issues"),  # case and plurals do not matter
+        # an operation (a value of a required enum argument) reads as part of the name
+        ("pull request reviews", "pull_request_read"),  # method: get_reviews
+        ("issue comments", "issue_read"),  # method: get_comments
+        ("workflow runs", "actions_list"),  # method: list_workflow_runs
+        ("close issue as duplicate", "update_issue_state"),  # state: closed
+        # a name in the query's own form first: a plural asks for a list
+        ("starred repositories", "list_starred_repositories"),
+        ("dependabot alerts", "list_dependabot_alerts"),
+        ("dependabot alert", "get_dependabot_alert"),
+        # short forms and British spellings
+        ("organisation security advisories", "list_org_repository_security_advisories"),
     ],
 )
 def test_search_ranks_the_right_tool_first(github: ToolCatalog, query: str, best: str) -> None:
