@@ -11,33 +11,32 @@ sub-call observes through its signal) and drops queued calls; :meth:`Bridge.drai
 then waits for every started call to finish and be logged, but only until the
 :class:`Settlement` deadline (the moment the run began to end plus the grace).
 A call still running then is *abandoned*: the run stops waiting for it, and it
-goes on in the task group it was started in (the executor's own, which outlives
-the run) until it ends, when it is logged, exactly once, as ``abandoned``. A
-bridge whose task group is the run's own cannot abandon anything: the run then
-waits for its calls whatever the deadline.
+goes on in the task group it runs in (the executor's own, which outlives the
+run) until it ends, when it is logged, exactly once, as ``abandoned``. A bridge
+whose task group is the run's own cannot abandon anything: the run then waits
+for its calls whatever the deadline.
 
-Tasks: the runtime's task that reads a call waits for it, while the sub-call
-runs in a task of the bridge's group, so that it can go on after its run
-(abandoned). Those tasks are runners parked between sub-calls and reused
-(``runtime._host._runners``), because it pays: ``Bridge.call_tool`` of a
-no-op tool took 88 µs with a task started per sub-call, 63 µs with a parked
-one woken. Each sub-call still runs in a copy of the context of the call that
-made it, as in a task of its own. They are shielded (a started sub-call is stopped
-through its signal, never cancelled from outside) and leave when the bridge
-settles.
+Tasks: one scheduler. The runtime calls :meth:`Bridge.call_tool` in a task of
+``task_group`` (``Runtime.run(call_group=...)``), in a copy of the run's
+caller's context, and the sub-call runs right there: the pipeline, the events
+and the answer, with no task of the bridge's own and no hand-over between
+tasks (a no-op sub-call through the executor: 85-97 µs with a parked runner of
+the bridge's woken per call, 56-60 µs inline, on a quiet 2-core machine). It
+is shielded: a started sub-call is stopped through its signal (the run's
+abort), never cancelled from outside, so it always settles and is logged
+exactly once, even after its run stopped waiting for it. A call that has to
+queue waits for its turn in its own task.
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
-import functools
 import inspect
 import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -56,7 +55,6 @@ from registry import (
     ToolRunContext,
 )
 from runtime import DESCRIBE_CALL, SEARCH_CALL, ToolAnswer
-from runtime._host._runners import CallRunners, InContext
 
 from ._events import (
     DispatchLogHook,
@@ -79,10 +77,6 @@ logger = logging.getLogger("ptc")
 Publish = Callable[[dict[str, Any]], object]
 #: Answers a program's discovery call: ``(SEARCH_CALL or DESCRIBE_CALL, arguments)``.
 Discover = Callable[[str, Any], Awaitable[ToolAnswer]]
-
-#: Sub-call tasks a bridge keeps parked between calls (more leave once their
-#: call settled): enough for sequences of calls and small bursts.
-RUNNERS_KEPT = 8
 
 
 class Settlement:
@@ -114,11 +108,11 @@ class SubCall:
     name: str
     arguments: Any
     mode: ExecutionMode
-    context: contextvars.Context  # a copy of the context the call was made in
     checked: CheckedCall  # the call, its mode and its arguments checked
     is_started: bool = False
     started: anyio.Event | None = None  # created only when the call has to queue
-    finished: anyio.Event = field(default_factory=anyio.Event)
+    is_finished: bool = False
+    finished: anyio.Event | None = None  # created only when something waits for it
     result: ToolResult | None = None
     dropped: bool = False  # still queued when the run settled: never started, never logged
     abandoned: bool = False  # started, and the run stopped waiting for it
@@ -141,9 +135,14 @@ class Bridge:
         tracing: Tracing | None = None,
         trace_parent: Context | None = None,
         discover: Discover | None = None,
+        inline: bool = True,
     ) -> None:
         self._registry = registry
         self._discover = discover
+        #: Whether sub-calls run in the task that calls :meth:`call_tool` (the
+        #: runtime's, in ``task_group``); otherwise in a task of ``task_group``
+        #: started per sub-call (for a runtime that takes no ``call_group``).
+        self.inline = inline
         self._ctx = ctx
         self._can_abandon = can_abandon
         self._settlement = settlement
@@ -164,7 +163,8 @@ class Bridge:
         self._closed = False
         self._count = 0
         self._contexts: dict[int, tuple[JsonValue, ...]] = {}
-        self._runners = CallRunners(task_group, keep=RUNNERS_KEPT, shield=True)
+        #: Where the runtime answers the run's calls (``Runtime.run(call_group=)``).
+        self.task_group = task_group
 
     @property
     def calls_started(self) -> int:
@@ -204,7 +204,6 @@ class Bridge:
             name=name,
             arguments=arguments,
             mode=checked.mode,
-            context=contextvars.copy_context(),
             checked=checked,
         )
         self._queue.append(pending)
@@ -221,15 +220,11 @@ class Bridge:
                 raise
         if pending.dropped:
             return ToolAnswer.failure("the run has ended", code=ABORTED_BEFORE_DISPATCH)
-        try:
-            await pending.finished.wait()
-        except BaseException:
-            # The runtime gave up on this call (the run is ending): stop the
-            # sub-call through its signal and give it until the settlement
-            # deadline to settle (it is logged whenever it does).
-            self.signal.abort("the run ended")
-            await self._wait_settled([pending])
-            raise
+        if self.inline:
+            with anyio.CancelScope(shield=True):
+                await self._dispatch(pending)
+        else:
+            await self._dispatch_apart(pending)
         result = pending.result
         assert result is not None
         if result.is_error:
@@ -255,25 +250,35 @@ class Bridge:
                 return
             self._queue.popleft()
             self._running += 1
-            head.is_started = True
+            head.is_started = True  # its task (waiting, or the caller) runs it now
             self._in_flight[head.number] = head
             if head.started is not None:
                 head.started.set()
-            self._runners.submit(functools.partial(self._run_job, head, head.context))
 
-    async def _run_job(self, pending: SubCall, context: contextvars.Context) -> None:
-        """A runner's job: ``pending`` in ``context``, as a task started there would run it."""
-        coro = self._dispatch(pending)
+    async def _dispatch_apart(self, pending: SubCall) -> None:
+        """Run ``pending`` in a task of the task group, and wait for it to settle.
+
+        If the runtime gives up on the call (the run is ending), the sub-call is
+        stopped through its signal and given until the settlement deadline to
+        settle; it goes on in its task after that (logged whenever it settles).
+        """
+        self.task_group.start_soon(self._dispatch_shielded, pending, name="ptc-sub-call")
         try:
-            signal = context.run(coro.send, None)
-        except StopIteration:  # settled without waiting
-            return
-        await InContext(coro, context, signal)
+            await _finished(pending)
+        except BaseException:
+            self.signal.abort("the run ended")
+            await self._wait_settled([pending])
+            raise
+
+    async def _dispatch_shielded(self, pending: SubCall) -> None:
+        with anyio.CancelScope(shield=True):
+            await self._dispatch(pending)
 
     async def _dispatch(self, pending: SubCall) -> None:
-        # In a shielded runner: a started sub-call is stopped through its signal
-        # (the run's abort), never cancelled from outside, so it always settles
-        # and is logged exactly once, even after its run stopped waiting for it.
+        # Shielded by the caller: a started sub-call is stopped through its
+        # signal (the run's abort), never cancelled from outside, so it always
+        # settles and is logged exactly once, even after its run stopped
+        # waiting for it.
         try:
             if self._tracing is None:
                 await self._run_sub_call(pending)
@@ -286,7 +291,9 @@ class Bridge:
             if pending.mode == "exclusive":
                 self._exclusive_running = False
             self._in_flight.pop(pending.number, None)
-            pending.finished.set()
+            pending.is_finished = True
+            if pending.finished is not None:
+                pending.finished.set()
             self._pump()
 
     async def _traced(self, pending: SubCall, tracing: Tracing) -> None:
@@ -358,12 +365,11 @@ class Bridge:
             return result.content
 
     def settle(self) -> None:
-        """Fire the run's abort and drop queued calls (started calls finish in the task group)."""
+        """Fire the run's abort and drop queued calls (started calls finish in their tasks)."""
         self._closed = True
         self._settlement.begin()
         self.signal.abort("the run settled")
         self._detach()
-        self._runners.close()  # parked runners leave; busy ones once their call settled
         while self._queue:
             pending = self._queue.popleft()
             pending.dropped = True
@@ -383,8 +389,8 @@ class Bridge:
         deadline = self._settlement.begin()
         with anyio.CancelScope(shield=True, deadline=deadline):
             for pending in calls:
-                await pending.finished.wait()
-        stuck = [pending for pending in calls if not pending.finished.is_set()]
+                await _finished(pending)
+        stuck = [pending for pending in calls if not pending.is_finished]
         if stuck and not self._can_abandon:
             logger.warning(
                 "%d sub-call(s) of %s did not stop within %gs of the run's end; the run waits "
@@ -395,7 +401,7 @@ class Bridge:
             )
             with anyio.CancelScope(shield=True):
                 for pending in stuck:
-                    await pending.finished.wait()
+                    await _finished(pending)
             return []
         for pending in stuck:
             pending.abandoned = True
@@ -404,3 +410,11 @@ class Bridge:
     def deferred_contexts(self) -> list[JsonValue]:
         """Sub-call contexts in dispatch (submission) order."""
         return [c for number in sorted(self._contexts) for c in self._contexts[number]]
+
+
+async def _finished(pending: SubCall) -> None:
+    """Wait until ``pending`` has settled and been logged."""
+    if not pending.is_finished:
+        if pending.finished is None:
+            pending.finished = anyio.Event()
+        await pending.finished.wait()

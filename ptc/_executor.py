@@ -8,7 +8,7 @@ import functools
 import inspect
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
@@ -818,29 +818,25 @@ class CodeExecutor:
             # The sub-calls run in tasks of their own: their parent is passed on.
             trace_parent=self._tracing.current() if state.span is None else state.span.context,
             discover=functools.partial(self._discover, ctx.scope),
+            inline=_takes(runtime, "call_group"),
         )
         tool_names = self._tool_names(ctx.scope)
+        options: dict[str, Any] = {}
+        if bridge.inline:
+            options["call_group"] = task_group
         live = None
-        if self.on_event is not None and self.live_logs is not None and _takes_on_log(runtime):
-            live = LiveLog(self._publish, ctx.call_id, self.live_logs)
+        if self.on_event is not None and self.live_logs is not None and _takes(runtime, "on_log"):
+            live = options["on_log"] = LiveLog(self._publish, ctx.call_id, self.live_logs)
         try:
-            if live is None:  # (a runtime written before on_log existed works as before)
-                outcome = await runtime.run(
-                    code,
-                    tool_names=tool_names,
-                    call_tool=bridge.call_tool,
-                    limits=limits,
-                    cancel=ctx.signal,
-                )
-            else:
-                outcome = await runtime.run(
-                    code,
-                    tool_names=tool_names,
-                    call_tool=bridge.call_tool,
-                    limits=limits,
-                    cancel=ctx.signal,
-                    on_log=live,
-                )
+            # (A runtime written before on_log or call_group existed works as before.)
+            outcome = await runtime.run(
+                code,
+                tool_names=tool_names,
+                call_tool=bridge.call_tool,
+                limits=limits,
+                cancel=ctx.signal,
+                **options,
+            )
         finally:
             if live is not None:
                 live.close()  # the count of lines dropped, before the result's event
@@ -917,19 +913,22 @@ class CodeExecutor:
 
 
 @functools.cache
-def _takes_on_log_type(kind: type[Runtime]) -> bool:
+def _takes_type(kind: type[Runtime], name: str) -> bool:
+    run: Callable[..., object] = kind.run
+    if run is Runtime.run and name == "call_group":  # passed on to the backend's _run
+        run = kind._run
     try:
-        parameters = inspect.signature(kind.run).parameters
+        parameters = inspect.signature(run).parameters
     except (TypeError, ValueError):
         return False
-    return "on_log" in parameters or any(
+    return name in parameters or any(
         p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
     )
 
 
-def _takes_on_log(runtime: Runtime) -> bool:
-    """Whether ``runtime.run`` accepts ``on_log`` (a runtime written before it may not)."""
-    return _takes_on_log_type(type(runtime))
+def _takes(runtime: Runtime, name: str) -> bool:
+    """Whether ``runtime.run`` accepts ``name`` (a runtime written before it may not)."""
+    return _takes_type(type(runtime), name)
 
 
 def _outcome_attributes(outcome: RunOutcome, bridge: Bridge, runtime: Runtime) -> Attributes:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol, Self, TypeAlias, TypeVar
 
 import anyio
+from anyio.abc import TaskGroup
 
 from ._exceptions import RuntimeClosedError
 from ._worker._program import NAME_SEPARATOR
@@ -306,13 +307,24 @@ class Runtime(abc.ABC):
         limits: Limits | None = None,
         cancel: CancelSignal | None = None,
         on_log: Callable[[str], None] | None = None,
+        call_group: TaskGroup | None = None,
     ) -> RunOutcome:
         """Run ``code`` in a fresh worker and return its outcome.
 
         A failure of the program is an outcome, never an exception. Cancelling
         the calling task kills the worker and propagates; firing ``cancel`` kills
         the worker and returns a ``cancelled`` outcome. Every tool call started
-        through ``call_tool`` has settled when this returns.
+        through ``call_tool`` has settled when this returns, unless
+        ``call_group`` is given.
+
+        ``call_group``, when given, is a task group that outlives the run, whose
+        tasks call ``call_tool`` (a backend's own tasks otherwise). When the run
+        ends, a call still being answered is cancelled and the run does not wait
+        for it: one that shields itself from the cancellation goes on in
+        ``call_group`` to its end, and its answer is dropped. For a caller that
+        bounds its own wait for calls (the executor abandons a sub-call that
+        does not stop within its grace) and runs each call in the task that
+        reads it, with no task of its own per call.
 
         ``on_log``, when given, sees the program's output as it happens: it is
         called on the event loop, synchronously, once per line the program
@@ -337,6 +349,8 @@ class Runtime(abc.ABC):
             limits=limits if limits is not None else self._limits,
             cancel=cancel,
             on_log=on_log,
+            # (Only when given: a backend's _run written before it works as before.)
+            **({} if call_group is None else {"call_group": call_group}),
         )
 
     @abc.abstractmethod
@@ -349,6 +363,7 @@ class Runtime(abc.ABC):
         limits: Limits,
         cancel: CancelSignal | None,
         on_log: Callable[[str], None] | None,
+        call_group: TaskGroup | None = None,
     ) -> RunOutcome:
         """The backend's run (see :meth:`run`), called with checked arguments."""
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, Final, Literal, TypeAlias
 
 import anyio
+from anyio.abc import TaskGroup
 
 from ._base import (
     CallTool,
@@ -219,6 +220,7 @@ class SubprocessRuntime(Runtime):
         limits: Limits,
         cancel: CancelSignal | None,
         on_log: Callable[[str], None] | None,
+        call_group: TaskGroup | None = None,
     ) -> RunOutcome:
         if cancel is not None and cancel.aborted:
             outcome = RunOutcome.failure("cancelled", "the run was cancelled before it started")
@@ -245,6 +247,7 @@ class SubprocessRuntime(Runtime):
                 while_waiting=self._pool.tidy,
                 runs=self._runs,
                 on_log=on_log,
+                call_group=call_group,
             )
         finally:
             if not worker.finished:

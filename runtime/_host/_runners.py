@@ -5,8 +5,10 @@ Kept over a task per call because it pays: starting an anyio task costs about
 22 µs here, on a busy 2-core machine), and a program's calls come in long
 sequences and bursts (``asyncio.gather`` over a hundred tools). The runners
 are tasks of the run's own task group: they end with the run, which waits
-for them (nothing of a run outlives it). The executor's bridge runs its
-sub-calls on runners of its own, shielded (see ``ptc._bridge``).
+for them (nothing of a run outlives it); or, with ``Runtime.run(call_group=)``,
+shielded tasks of the caller's group, each job ended by its run (see
+``_session``). The executor's bridge runs each sub-call in the runner that
+answers it (see ``ptc._bridge``).
 
 Each call runs in a fresh copy of the run's caller's context, as in a task the
 caller started, through :class:`InContext`: a reused task would otherwise

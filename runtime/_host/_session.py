@@ -98,6 +98,7 @@ async def drive_run(
     runs: OpenRuns | None = None,
     memory_baseline: int = 0,
     on_log: Callable[[str], None] | None = None,
+    call_group: anyio.abc.TaskGroup | None = None,
 ) -> RunOutcome:
     """Run ``code`` on ``worker`` and return its outcome; the caller kills the worker.
 
@@ -111,7 +112,7 @@ async def drive_run(
     (Deno's own, for the Pyodide worker): not the program's when the kernel's
     account of its peak is weighed against the memory limit.
     ``on_log``, when given, is called with each line of output as its frame
-    is read (see ``Runtime.run``).
+    is read (see ``Runtime.run``). ``call_group``: see ``Runtime.run``.
     """
     names = check_tool_names(tool_names)
     fields = run_frame(
@@ -141,7 +142,7 @@ async def drive_run(
         sent = 0
     except OSError:
         sent = len(data)
-    session = _Session(worker, names, call_tool, limits, memory_baseline, on_log)
+    session = _Session(worker, names, call_tool, limits, memory_baseline, on_log, call_group)
     return await session.run(
         memoryview(data)[sent:] if sent < len(data) else None, cancel, while_waiting, runs
     )
@@ -214,6 +215,13 @@ class _Session:
     closing) cancels the scope; every task of the run is in the group, so when
     :meth:`run` returns every call it started has settled.
 
+    With a call group (the caller's, which outlives the run), the runners are
+    tasks of that group instead, each job in a cancel scope of its own: as the
+    run ends it cancels them and waits only for those reading or writing the
+    channel, not for a call being answered (``call_tool`` decides what
+    cancellation means to it; a call it shields goes on in the group, and
+    its answer is dropped). The run's own task then answers no call itself.
+
     One task at a time reads the channel: the run's own task first, then
     runner tasks of the group (see ``_runners``). The task that reads a call
     answers it itself, once it has passed the reading to a runner: the answer
@@ -226,6 +234,7 @@ class _Session:
     __slots__ = (
         "answers_skip",
         "busy",
+        "call_group",
         "call_tool",
         "calls",
         "channel",
@@ -234,6 +243,8 @@ class _Session:
         "decided",
         "error",
         "group",
+        "jobs",
+        "jobs_gone",
         "limits",
         "log_failed",
         "logs",
@@ -256,8 +267,10 @@ class _Session:
         limits: Limits,
         memory_baseline: int = 0,
         on_log: Callable[[str], None] | None = None,
+        call_group: anyio.abc.TaskGroup | None = None,
     ) -> None:
         self.worker = worker
+        self.call_group = call_group
         self.on_log = on_log
         self.log_failed = False
         self.memory_baseline = memory_baseline
@@ -280,6 +293,11 @@ class _Session:
         self.scope: anyio.CancelScope | None = None  # the run's, with its deadline
         self.group: anyio.abc.TaskGroup | None = None  # the run's tasks
         self.runners: CallRunners | None = None
+        # With a call group: the run's jobs there (each in a cancel scope of its
+        # own, cancelled as the run ends), and who waits for the last of them
+        # that touches the channel to leave.
+        self.jobs: dict[anyio.CancelScope, bool] = {}  # -> it may touch the channel
+        self.jobs_gone: anyio.Event | None = None
         self.closing = False  # no new job starts, no outcome is decided
         self.decided: anyio.Event | None = None  # set with the outcome
         self.error: BaseException | None = None  # what escaped a job: raised from run()
@@ -307,13 +325,19 @@ class _Session:
                 runs.add(self)
             try:
                 async with anyio.create_task_group() as self.group:
-                    self.runners = CallRunners(self.group, keep=RUNNERS_KEPT)
+                    if self.call_group is None:
+                        self.runners = CallRunners(self.group, keep=RUNNERS_KEPT)
+                    else:
+                        # Shielded from the group's owner: a job is ended by its run.
+                        self.runners = CallRunners(self.call_group, keep=RUNNERS_KEPT, shield=True)
                     try:
                         await self.converse()
                     finally:
                         self.closing = True
                         self.runners.close()  # parked runners leave
-                        if self.busy:  # calls in flight are abandoned
+                        if self.call_group is not None:
+                            await self.end_jobs()
+                        elif self.busy:  # calls in flight are abandoned
                             self.group.cancel_scope.cancel()
             finally:
                 if runs is not None:
@@ -362,7 +386,11 @@ class _Session:
             return
         call = await self.read()
         if call is not _STOP:
-            await self.answer(*call)
+            if self.call_group is None:
+                await self.answer(*call)
+            else:  # answered in the call group, which the run need not wait for
+                self.queued += 1
+                self.hand_over(call)
         if self.outcome is None:
             # Until a runner reads the final frame (or the run ends otherwise).
             self.decided = anyio.Event()
@@ -375,6 +403,33 @@ class _Session:
         """
         if self.closing or self.outcome is not None:
             return  # too late to start
+        if self.call_group is None:
+            await self.job(call, None)
+            return
+        # A runner of the call group: the job is the run's to end.
+        with anyio.CancelScope() as scope:
+            self.jobs[scope] = True
+            try:
+                await self.job(call, scope)
+            finally:
+                del self.jobs[scope]
+                if self.jobs_gone is not None and not any(self.jobs.values()):
+                    self.jobs_gone.set()
+
+    async def end_jobs(self) -> None:
+        """Cancel the run's jobs in the call group; wait for those that may touch the channel.
+
+        A job answering a call does not hold the run: the call goes on in the
+        call group if it shields itself, and its answer is dropped.
+        """
+        for scope in self.jobs:
+            scope.cancel()
+        if any(self.jobs.values()):
+            self.jobs_gone = anyio.Event()
+            with anyio.CancelScope(shield=True):
+                await self.jobs_gone.wait()
+
+    async def job(self, call: _Call | None, scope: anyio.CancelScope | None) -> None:
         try:
             if call is None:
                 if self.busy:
@@ -384,7 +439,7 @@ class _Session:
                     return
             else:
                 self.queued -= 1  # a call handed over, starting now
-            await self.answer(*call)
+            await self.answer(*call, scope)
         except Exception as exc:
             # Not a call's failure (those are answers): raised from run().
             if self.error is None:
@@ -539,7 +594,7 @@ class _Session:
         if self.outcome is not None or self.closing:
             return
         self.outcome = outcome
-        if self.busy and self.group is not None:
+        if self.busy and self.call_group is None and self.group is not None:
             self.group.cancel_scope.cancel()
         elif self.decided is not None:
             self.decided.set()
@@ -550,7 +605,12 @@ class _Session:
             f"the program's output exceeded {self.limits.max_output_bytes} bytes",
         )
 
-    async def answer(self, call_id: int, name: str, args: Any) -> None:
+    async def answer(
+        self, call_id: int, name: str, args: Any, job: anyio.CancelScope | None = None
+    ) -> None:
+        """Answer one call through ``call_tool``; ``job``: the scope of a job in the call group."""
+        if job is not None:
+            self.jobs[job] = False  # while the call runs, the run's end does not wait for it
         try:
             # In a copy of the caller's context, as in a task the caller started
             # (the task answering may be a runner shared with other runs).
@@ -572,6 +632,10 @@ class _Session:
             answer = ToolAnswer.failure(f"{type(exc).__name__}: {exc}")
         finally:
             self.busy -= 1
+        if job is not None:
+            if self.closing:
+                return  # the run is over: the answer goes nowhere
+            self.jobs[job] = True
         try:
             if answer.ok:
                 data = encode_frame(

@@ -234,13 +234,16 @@ class PyodideRuntime(Runtime):
         limits: Limits,
         cancel: CancelSignal | None,
         on_log: Callable[[str], None] | None,
+        call_group: anyio.abc.TaskGroup | None = None,
     ) -> RunOutcome:
         if cancel is not None and cancel.aborted:
             outcome = RunOutcome.failure("cancelled", "the run was cancelled before it started")
             return dataclasses.replace(outcome, isolation=self._isolation)
         worker = self._acquire(self._profile(limits))
         try:
-            outcome = await self._drive(worker, code, tool_names, call_tool, limits, cancel, on_log)
+            outcome = await self._drive(
+                worker, code, tool_names, call_tool, limits, cancel, on_log, call_group
+            )
             return dataclasses.replace(outcome, isolation=self._isolation)
         finally:
             if self._closed:  # nobody would collect it later
@@ -269,6 +272,7 @@ class PyodideRuntime(Runtime):
         limits: Limits,
         cancel: CancelSignal | None,
         on_log: Callable[[str], None] | None,
+        call_group: anyio.abc.TaskGroup | None = None,
     ) -> RunOutcome:
         # Wait for "ready" (or a dead worker) before the program's clock starts:
         # loading Pyodide is the runtime's time, bounded on its own.
@@ -303,6 +307,7 @@ class PyodideRuntime(Runtime):
                 runs=self._runs,
                 memory_baseline=worker.rss_bytes(),  # Deno's own, not the program's
                 on_log=on_log,
+                call_group=call_group,
             )
             watchers.cancel_scope.cancel()
         if not worker.finished and outcome.kind in ("crashed", "memory", "timeout"):

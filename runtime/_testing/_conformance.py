@@ -9,7 +9,8 @@ Each check drives the runtime through :meth:`Runtime.run` with a
 :class:`ToolBox` (or a ``call_tool`` of its own) and asserts what every
 backend promises: results and logs, failures in the program's own line
 numbers, lossless JSON, the ``tools`` object, tool calls that overlap and
-settle, the limits with their outcome kinds, cancellation and ``on_log``.
+settle, the limits with their outcome kinds, cancellation, ``on_log``, and
+calls answered in the caller's ``call_group``.
 Checks marked ``needs_isolation`` ask what only a sandbox gives (a fresh
 process per run, CPU and memory limits, stopping a program that never
 yields); a fake backend skips them (``isolated=False``).
@@ -24,12 +25,12 @@ from collections.abc import Callable
 import anyio
 
 from .._base import Runtime
-from . import _checks_limits, _checks_program
+from . import _checks_call_group, _checks_limits, _checks_program
 from ._checks import RuntimeCheck
 
 __all__ = ["check_runtime", "runtime_checks"]
 
-_CHECKS = (*_checks_program.CHECKS, *_checks_limits.CHECKS)
+_CHECKS = (*_checks_program.CHECKS, *_checks_limits.CHECKS, *_checks_call_group.CHECKS)
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 

@@ -103,6 +103,7 @@ class InProcessRuntime(Runtime):
         limits: Limits,
         cancel: CancelSignal | None,
         on_log: Callable[[str], None] | None,
+        call_group: anyio.abc.TaskGroup | None = None,
     ) -> RunOutcome:
         try:
             asyncio.get_running_loop()
@@ -110,7 +111,7 @@ class InProcessRuntime(Runtime):
             raise RuntimeError("InProcessRuntime runs programs in an asyncio event loop") from None
         self.runs += 1
         names = tool_names.in_order()
-        return await _InProcessRun(code, names, call_tool, limits, on_log).run(cancel)
+        return await _InProcessRun(code, names, call_tool, limits, on_log, call_group).run(cancel)
 
 
 class _Stopped(BaseException):
@@ -136,8 +137,13 @@ class _InProcessRun:
         call_tool: CallTool,
         limits: Limits,
         on_log: Callable[[str], None] | None,
+        call_group: anyio.abc.TaskGroup | None = None,
     ) -> None:
         self.code = code
+        # Calls are answered in tasks of call_group (when given), each in a
+        # cancel scope the run cancels as it ends, without waiting for them.
+        self.call_group = call_group
+        self.answering: set[anyio.CancelScope] = set()
         self.tool_names = tool_names
         self.call_tool = call_tool
         self.limits = limits
@@ -216,6 +222,8 @@ class _InProcessRun:
         finally:
             if dispose is not None:
                 dispose()
+            for scope in self.answering:
+                scope.cancel()
         if self.outcome is None:
             return self.failure(
                 "timeout", f"the run exceeded its wall-clock limit of {self.limits.timeout:g} s"
@@ -396,8 +404,25 @@ class _InProcessRun:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         assert self.group is not None
         # The host's copy of the arguments, as it reads them off the wire.
-        self.group.start_soon(self.answer, future, call_id, name, orjson.loads(data)["args"])
+        args = orjson.loads(data)["args"]
+        if self.call_group is None:
+            self.group.start_soon(self.answer, future, call_id, name, args)
+        else:
+            self.call_group.start_soon(self.answer_in_call_group, future, call_id, name, args)
         return future
+
+    async def answer_in_call_group(
+        self, future: asyncio.Future[Any], call_id: int, name: str, args: Any
+    ) -> None:
+        """:meth:`answer` in a task of the call group, which the run ends without waiting."""
+        if self.outcome is not None:
+            return  # too late to start
+        with anyio.CancelScope() as scope:
+            self.answering.add(scope)
+            try:
+                await self.answer(future, call_id, name, args)
+            finally:
+                self.answering.discard(scope)
 
     async def answer(self, future: asyncio.Future[Any], call_id: int, name: str, args: Any) -> None:
         """Answer one call through ``call_tool``, and the answer through JSON, as the host does.

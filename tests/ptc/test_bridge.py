@@ -1,4 +1,4 @@
-"""The bridge's own tasks: reused between sub-calls, each sub-call in its caller's context."""
+"""Where the bridge runs a sub-call: in the task that asked for it, in its caller's context."""
 
 from __future__ import annotations
 
@@ -41,10 +41,20 @@ GATHER = (
 
 
 @pytest.mark.parametrize("block", [True, False], ids=["in-block", "no-block"])
-async def test_sequential_sub_calls_share_one_task_and_none_sees_anothers_context(
-    block: bool,
+async def test_a_sub_call_runs_in_the_task_that_asked_for_it_and_sees_only_its_context(
+    block: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # One scheduler: the runtime's task that calls call_tool runs the sub-call
+    # itself (no task of the bridge's own), in the run's caller's context.
     tasks: list[object] = []
+    asked: list[object] = []
+    call_tool = Bridge.call_tool
+
+    async def spied(self: Bridge, name: str, arguments: object) -> object:
+        asked.append(anyio.get_current_task().id)
+        return await call_tool(self, name, arguments)
+
+    monkeypatch.setattr(Bridge, "call_tool", spied)
     ex = CodeExecutor(_registry(tasks), runtime=InProcessRuntime())
     _seen.set("caller")
     if block:
@@ -53,7 +63,7 @@ async def test_sequential_sub_calls_share_one_task_and_none_sees_anothers_contex
     else:
         result = await ex.run_code(SEQUENCE)
     assert result.value["result"] == ["caller"] * 6
-    assert len(tasks) == 6 and len(set(tasks)) == 1  # one runner, parked between calls
+    assert len(tasks) == 6 and tasks == asked
 
 
 @pytest.mark.parametrize("max_parallel", [1, 2, 6])
@@ -71,12 +81,14 @@ async def test_queued_sub_calls_run_in_their_callers_context_not_their_starters(
     assert result.value["result"] == ["caller"] * 6
 
 
-async def test_a_call_handed_to_a_parked_runner_runs_though_the_group_is_cancelled_meanwhile() -> (
-    None
-):
-    # The runners are shielded: one woken for a call as its group is cancelled
-    # (the run's own group, when the caller gives up) still runs the call, so
-    # the call settles and whoever waits for it is not left waiting.
+@pytest.mark.parametrize("inline", [True, False], ids=["inline", "apart"])
+async def test_a_started_sub_call_runs_to_its_end_though_its_caller_is_cancelled(
+    inline: bool,
+) -> None:
+    # Shielded: a sub-call asked for as its caller's scope is cancelled (the
+    # run ending) still runs, so it settles and is logged, and whoever waits
+    # for it is not left waiting. Inline it runs in the caller's task; apart
+    # (a runtime that takes no call_group), in a task of the group.
     tasks: list[object] = []
     reg = _registry(tasks)
     contexts: list[ToolRunContext] = []
@@ -96,19 +108,25 @@ async def test_a_call_handed_to_a_parked_runner_runs_though_the_group_is_cancell
                 ctx=contexts[0],
                 task_group=group,
                 can_abandon=True,  # (a call lost would be given up on, not waited for)
-                settlement=Settlement(0.1),
+                settlement=Settlement(5),
                 max_parallel=4,
                 publish=None,
                 dispatch_log=None,
+                inline=inline,
             )
-            first = await bridge.call_tool("mark", {"label": "a"})  # its runner parks
+            caller = anyio.get_current_task().id
+            first = await bridge.call_tool("mark", {"label": "a"})
             group.cancel_scope.cancel()
             with anyio.move_on_after(5, shield=True):
                 second = await bridge.call_tool("mark", {"label": "b"})
             bridge.settle()
             assert await bridge.drain() == []
     assert first.ok and second is not None and second.ok
-    assert len(tasks) == 2 and len(set(tasks)) == 1  # the parked runner ran it
+    assert len(tasks) == 2
+    if inline:
+        assert tasks == [caller, caller]
+    else:
+        assert caller not in tasks
 
 
 def _counted_total(

@@ -242,8 +242,9 @@ async def test_a_cancelled_run_says_what_it_dropped_before_its_result() -> None:
         ("tool/ptc-log", "0", None),
         ("tool/ptc-log", "1", None),
         ("tool/ptc-dispatch-start", None, None),
-        ("tool/ptc-dispatch", None, None),  # the sub-call stopped as the run did
+        # The run ends (its output with it), then its sub-call is stopped.
         ("tool/ptc-log", "3 lines of output not shown live (over the rate limit)", 3),
+        ("tool/ptc-dispatch", None, None),
         ("tool/result", None, None),
     ]
     assert events[-1]["error"]["info"]["code"] == "ABORTED"
