@@ -32,7 +32,7 @@ import sys
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import anyio
 import anyio.to_thread
@@ -50,6 +50,8 @@ _REPLY_BYTES = 4096
 # A worker's greeting is a few hundred bytes ("ready" and its layers).
 _GREETING_BYTES = 1 << 16
 _MAGIC = importlib.util.MAGIC_NUMBER.hex()
+# How many runs' starts the size asked of the next spares is the largest of.
+_STARTS_KEPT = 8
 
 
 class ExitStatus(NamedTuple):
@@ -130,7 +132,13 @@ class Worker:
 
     ``finished`` is set by the run once the worker's own final frame was read:
     the worker then only waits to be let go (see ``_bootstrap._ChannelRun.leave``).
+    ``start_bytes`` by the run as it sends its start: the pool makes later
+    spares ready for starts as big (see :meth:`WorkerPool.release`).
     """
+
+    #: Whether the worker reads the run's tool names in a frame of their own
+    #: after the run frame (see ``_protocol``), not in it.
+    names_apart: ClassVar[bool] = True
 
     __slots__ = (
         "_closed",
@@ -142,6 +150,7 @@ class Worker:
         "init",
         "pid",
         "sock",
+        "start_bytes",
         "status_fd",
     )
 
@@ -154,6 +163,7 @@ class Worker:
         self.sock = sock
         self.status_fd = status_fd
         self.finished = False
+        self.start_bytes = 0
         # Its first frame ("ready", or a set-up failure), read ahead of its run.
         self.greeting: dict[str, Any] | None = None
         self._exited = False
@@ -317,9 +327,13 @@ class _ZygoteProcess:
             else:
                 await anyio.wait_readable(self._pidfd)
 
-    def request(self, request_id: int, key: SandboxKey) -> None:
+    def request(self, request_id: int, key: SandboxKey, start_bytes: int = 0) -> None:
+        """Ask for a worker for ``key`` that makes room for a run's start of ``start_bytes``."""
+        request = {"id": request_id, **_request_fields(key)}
+        if start_bytes:
+            request["start_bytes"] = start_bytes
         try:
-            self.ctl.send(orjson.dumps({"id": request_id, **_request_fields(key)}))
+            self.ctl.send(orjson.dumps(request))
         except OSError:
             # A full or broken control socket: the zygote is unusable.
             self.alive = False
@@ -427,6 +441,8 @@ class WorkerPool:
         # Requests whose run gave up waiting: their workers are killed on arrival.
         self._abandoned: set[int] = set()
         self._next_id = 0
+        # The sizes of the last runs' starts: the next spares make room for the largest.
+        self._starts: deque[int] = deque(maxlen=_STARTS_KEPT)
         self._closed = False
         self._spare_error: str | None = None
         if zygote is not None:
@@ -553,7 +569,7 @@ class WorkerPool:
 
     def _send(self, zygote: _ZygoteProcess, key: SandboxKey) -> int:
         self._next_id += 1
-        zygote.request(self._next_id, key)
+        zygote.request(self._next_id, key, max(self._starts, default=0))
         if not zygote.alive:
             raise _ZygoteDied
         return self._next_id
@@ -645,7 +661,13 @@ class WorkerPool:
                 self._collect(zygote)
 
     def release(self, worker: Worker) -> None:
-        """Kill and close ``worker`` after its run, then top the spares up again."""
+        """Kill and close ``worker`` after its run, then top the spares up again.
+
+        The spares asked for from then on make room for a start as big as the
+        largest of the last runs' (a large set of tool names is most of it).
+        """
+        if worker.start_bytes:
+            self._starts.append(worker.start_bytes)
         self._retire(worker)
 
     def _retire(self, worker: Worker) -> None:

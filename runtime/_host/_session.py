@@ -115,10 +115,11 @@ async def drive_run(
     is read (see ``Runtime.run``). ``call_group``: see ``Runtime.run``.
     """
     names = check_tool_names(tool_names)
+    apart = worker.names_apart
     fields = run_frame(
         code,
         # Encoded once per set of names (the same ToolNames come back run after run).
-        names.derived("run-frame-tools", _encoded_names),
+        None if apart else names.derived("run-frame-tools", _encoded_names),
         max_output_bytes=limits.max_output_bytes,
         max_tool_calls=limits.max_tool_calls,
         max_message_bytes=limits.max_message_bytes,
@@ -128,7 +129,9 @@ async def drive_run(
     if compile_program is not None:
         program = compile_program(code) or b""
         compiled = HEADER.pack(len(program)) + program
-    data = encode_frame(fields) + compiled
+    names_frame = names.derived("names-frame", _names_frame) if apart else b""
+    data = b"".join((encode_frame(fields), names_frame, compiled))
+    worker.start_bytes = len(data)
     # The program goes out in one write (one wake-up of the worker) before
     # anything else: the rest overlaps the worker's start. What the socket does
     # not take now is written once the run's limits apply. (If the worker is
@@ -150,6 +153,11 @@ async def drive_run(
 
 def _encoded_names(names: ToolNames) -> orjson.Fragment:
     return orjson.Fragment(orjson.dumps(pack_names(names.in_order())))
+
+
+def _names_frame(names: ToolNames) -> bytes:
+    packed = pack_names(names.in_order()).encode()
+    return HEADER.pack(len(packed)) + packed
 
 
 def tell_lines(

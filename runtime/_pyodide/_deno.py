@@ -152,6 +152,8 @@ class DenoWorker(Worker):
     Always end it with :meth:`aclose` (which kills first).
     """
 
+    names_apart = False  # (its bootstrap reads them in the run frame)
+
     __slots__ = (
         "_cpu_base",
         "_cpu_used",

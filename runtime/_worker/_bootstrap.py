@@ -1,8 +1,10 @@
 """The in-worker half: run one untrusted program and report over the channel.
 
 Runs inside a freshly forked, already sandboxed worker (see ``_zygote``). It
-sends ``ready`` and waits, in a blocking read, for one ``run`` frame; it compiles the program as the body of an ``async def`` (or
-loads the code object the host compiled for it) and runs it as a task.
+sends ``ready`` and waits, in blocking reads, for the run's start (the ``run``
+frame, the tool names and the compiled program); it compiles the program as the
+body of an ``async def`` (or loads the code object the host compiled for it) and
+runs it as a task.
 ``print`` and ``sys.stderr`` become
 ``log`` frames; each ``tools`` binding sends a ``call`` frame and returns a
 future that the channel reader resolves when the host answers, so concurrent
@@ -28,7 +30,7 @@ import selectors
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import CodeType
 from typing import Any, NoReturn
 
@@ -53,6 +55,7 @@ from ._program import (
 )
 from ._program import format_program_exception as _format_exception
 from ._protocol import (
+    HEADER,
     REPLY_SPIN,
     REPLY_SPIN_SKIP,
     FrameDecoder,
@@ -88,6 +91,12 @@ EXIT_HOST_GONE = 5
 # per read, several times the read itself for the small frames of a call.
 _MIN_RECV = 1 << 16
 _MAX_RECV = 1 << 20
+# The run's start is read into a buffer a spare makes ahead (see start_room):
+# at least this big, made ready ahead for at most the second bound. Its frames
+# come from the host, as big as the decoder's first limit allows (the third).
+_START_BYTES = 1 << 12
+_MAX_START_ROOM = 1 << 20
+_MAX_START_FRAME = 1 << 30
 # Failure messages are for a model to read: longer ones keep their head and tail.
 _MAX_MESSAGE_CHARS = 32_768
 _clock = time.perf_counter
@@ -195,8 +204,8 @@ class _ChannelRun:
         self.loop = loop
         self.settings = settings
         self.replies = replies
-        # The run frame itself comes from the host: it is not limited.
-        self.decoder = FrameDecoder(1 << 30)
+        # The run's start comes from the host: it is not limited.
+        self.decoder = FrameDecoder(_MAX_START_FRAME)
         self.max_output = 1 << 62
         self.max_message = 1 << 30
         self.max_calls = 0
@@ -207,6 +216,7 @@ class _ChannelRun:
         self.writer = LogWriter(self)
         self.run_frame: dict[str, Any] | None = None
         self.code = ""
+        self.tools: Tools | None = None
         self.namespace: dict[str, Any] = {}
         self.task: asyncio.Task[Any] | None = None
         # Whether the program's return ends the worker (not so for the prewarm run).
@@ -338,8 +348,8 @@ class _ChannelRun:
         self.received(data)
 
     def received(self, data: bytes) -> None:
-        """Take ``data`` from the host: the run frame (and program), then answers."""
-        payloads = self.decoder.feed(data)
+        """Take ``data`` from the host: the run's start (see :meth:`start_from`), then answers."""
+        payloads: Sequence[bytes | memoryview] = self.decoder.feed(data)
         if self.task is None:
             payloads = self.start_from(payloads)
         for payload in payloads:
@@ -355,33 +365,90 @@ class _ChannelRun:
 
     # -- the program ---------------------------------------------------------------
 
-    def start_from(self, payloads: list[bytes]) -> list[bytes]:
-        """Take the run frame (and the compiled program) off ``payloads``; start the run."""
+    def read_start(self, inbox: bytearray) -> None:
+        """Read the run's start into ``inbox`` (blocking reads) and start the run.
+
+        Its frames are taken where they lie in ``inbox``, not copied, and
+        ``inbox`` grows only for a frame that does not fit in it (see
+        :func:`start_room`). What follows the start goes to the decoder.
+        """
+        filled = start = 0
+        while True:
+            with memoryview(inbox) as view:
+                while filled - start >= HEADER.size:
+                    end = start + HEADER.size + HEADER.unpack_from(view, start)[0]
+                    if end > filled:
+                        break
+                    with view[start + HEADER.size : end] as payload:
+                        start = end
+                        self.start_from((payload,))
+                    if self.task is not None or self.setup_error is not None:
+                        break
+            if self.task is not None or self.setup_error is not None:
+                break
+            # Room for the frame in progress (for its header, until that has come).
+            wanted = HEADER.size
+            if filled - start >= HEADER.size:
+                wanted += HEADER.unpack_from(inbox, start)[0]
+                if wanted > HEADER.size + _MAX_START_FRAME:
+                    self.setup_error = ValueError(f"a frame of {wanted} bytes starts the run")
+                    break
+            if start + wanted > len(inbox):
+                del inbox[:start]
+                filled -= start
+                start = 0
+                if wanted > len(inbox):
+                    inbox.extend(bytes(wanted - len(inbox)))
+            try:
+                with memoryview(inbox) as view, view[filled:] as free:
+                    received = self.sock.recv_into(free)
+            except OSError:
+                os._exit(EXIT_HOST_GONE)
+            if not received:
+                os._exit(EXIT_HOST_GONE)
+            filled += received
+        if filled > start and self.setup_error is None:
+            self.received(bytes(inbox[start:filled]))
+
+    def start_from(self, payloads: Sequence[bytes | memoryview]) -> Sequence[bytes | memoryview]:
+        """Take the run's start off ``payloads``; start the run once it is whole.
+
+        The start: the run frame, then the packed tool names when the frame's
+        ``tools`` is ``None`` (a frame of their own, not JSON), then the compiled
+        program when the frame says ``compiled``.
+        """
         index = 0
         try:
             while self.task is None and index < len(payloads):
                 payload = payloads[index]
                 index += 1
-                if self.run_frame is None:
+                frame = self.run_frame
+                if frame is None:
                     self.run_frame = frame = orjson.loads(payload)
-                    self.prepare(frame)
-                    if not frame.get("compiled"):
-                        self.launch(None)
+                    names = frame["tools"]
+                    if names is None:
+                        continue  # they come next
+                elif self.tools is None:
+                    names = str(payload, "utf-8")
                 else:
                     self.launch(payload)
+                    continue
+                self.prepare(frame, names)
+                if not frame.get("compiled"):
+                    self.launch(None)
         except BaseException as exc:  # not the program's: the worker failed to set up
             self.setup_error = exc
             return []
         return payloads[index:]
 
-    def prepare(self, frame: dict[str, Any]) -> None:
-        """Set the run up from its frame (while the compiled program is on its way)."""
+    def prepare(self, frame: dict[str, Any], names: str) -> None:
+        """Set the run up from its frame and tool names (while the compiled program is on its way)."""
         self.max_output = int(frame["max_output_bytes"])
         self.max_message = int(frame["max_message_bytes"])
         self.max_calls = int(frame["max_tool_calls"])
         self.decoder = FrameDecoder(self.max_message)
         self.code = code = frame["code"]
-        tools = Tools(self, frame["tools"])
+        self.tools = tools = Tools(self, names)
         sys.stdout = sys.stderr = self.writer
         linecache.cache[PROGRAM_FILENAME] = (
             len(code),
@@ -391,7 +458,7 @@ class _ChannelRun:
         )
         self.namespace = _program_globals(tools, self.settings)
 
-    def launch(self, compiled_bytes: bytes | None) -> None:
+    def launch(self, compiled_bytes: bytes | memoryview | None) -> None:
         """Start the program's task; ``compiled_bytes`` from the host, if any."""
         compiled: CodeType | None = None
         if compiled_bytes:
@@ -495,14 +562,16 @@ def serve(
     layers: list[list[Any]],
     settings: WorkerSettings,
     replies: ReplySelector | None = None,
+    start_bytes: int = 0,
 ) -> NoReturn:
     """Announce readiness, run the one program the host sends, report, exit.
 
     The event loop is warm (it ran the prewarm program) and its reader is
-    registered while the worker waits as a spare; the run frame is read
+    registered while the worker waits as a spare; the run's start is read
     directly and starts the program's task before the loop runs it.
     ``replies``, the loop's selector when it is a :class:`ReplySelector`, is
-    told of each tool call sent.
+    told of each tool call sent. ``start_bytes``: how big the host expects
+    the run's start to be (see :func:`start_room`).
     """
     asyncio.set_event_loop(loop)
     _prewarm(sock, loop, settings)
@@ -511,18 +580,19 @@ def serve(
     # The allow-list is in place before "ready", not set up while a program
     # waits: this code's own imports are trusted by the guard all the same.
     _install_import_guard(settings)
+    inbox = start_room(start_bytes)
     # Forked with the zygote's background policy: a worker that waits for its
     # host must be woken up at once, not when the CPU has nothing else to do.
     set_cpu_policy(background=False)
     sock.sendall(encode_frame({"type": "ready", "layers": layers}))
-    # Wait for the run frame in a blocking read (the socket is blocking): one
+    # Wait for the run's start in a blocking read (the socket is blocking): one
     # system call when the host wakes this spare, not the event loop's poll,
-    # its dispatch and then the read. The frame (and the compiled program)
-    # start the program's task; the loop runs it, reading answers as they come.
-    while run.task is None:
-        run.on_readable()
-        if run.setup_error is not None:
-            raise run.setup_error
+    # its dispatch and then the read. The start starts the program's task; the
+    # loop runs it, reading answers as they come.
+    run.read_start(inbox)
+    del inbox
+    if run.setup_error is not None:
+        raise run.setup_error
     escaped: BaseException | None = None
     try:
         loop.run_forever()
@@ -538,6 +608,32 @@ def serve(
     except BaseException as exc:  # the program's failure, whatever it raised
         _report_failure(run, exc)
     run.report(value)
+
+
+def start_room(start_bytes: int) -> bytearray:
+    """The buffer to read the run's start into, made while the worker is a spare.
+
+    A fresh process pays a page fault the first time it writes a page, several
+    microseconds each on a virtual machine. Read into new buffers and decoded
+    into new strings, the 60 KB start of a run with 5,000 tool names cost about
+    80 faults more than the start of a run with 10 (0.3 ms, where the whole run
+    takes 1). So a spare takes them while it waits, for the start the host
+    expects (``start_bytes``, at most :data:`_MAX_START_ROOM`): it touches the
+    buffer, and as much memory again that it frees below the buffer, where
+    the tool names' string is then made (glibc's malloc reuses the free
+    chunk). Without such a start, a small buffer.
+    """
+    size = min(start_bytes, _MAX_START_ROOM)
+    if size <= _START_BYTES:
+        return bytearray(_START_BYTES)
+    # A block glibc mmapped, freed, raises its mmap threshold past the block's
+    # size: the two below, and the string, then come from the heap. (Zeroed by
+    # calloc, so never touched, when it is mmapped.)
+    bytes(size + _START_BYTES)
+    room = bytearray(size)  # (zeroed, so touched)
+    inbox = bytearray(size)
+    del room
+    return inbox
 
 
 def _report_failure(run: _ChannelRun, exc: BaseException) -> NoReturn:
@@ -594,16 +690,23 @@ def _prewarm(
     run.final = False
     frame = run_frame(
         _PREWARM_CODE,
-        pack_names(["prewarm"]),
+        None,  # in a frame of their own, as the host sends them
         max_output_bytes=1 << 20,
         max_tool_calls=_PREWARM_CALLS,
         max_message_bytes=1 << 20,
         compiled=True,
     )
+    names = pack_names(["prewarm"]).encode()
     compiled = marshal.dumps(_compile(_PREWARM_CODE, settings))
     stdout, stderr = sys.stdout, sys.stderr
     try:
-        run.received(encode_frame(frame) + len(compiled).to_bytes(4, "big") + compiled)
+        run.received(
+            encode_frame(frame)
+            + HEADER.pack(len(names))
+            + names
+            + HEADER.pack(len(compiled))
+            + compiled
+        )
         if run.setup_error is not None:
             raise run.setup_error
         loop.run_forever()  # until the program's task is done

@@ -23,12 +23,20 @@ levels, checked on the host before anything else touches them.
 
 Host -> worker::
 
-    {"type": "run", "code": str, "tools": [str, ...], "max_output_bytes": n,
+    {"type": "run", "code": str, "tools": str | null, "max_output_bytes": n,
      "max_tool_calls": n, "max_message_bytes": n[, "compiled": true]}
+    <UTF-8 bytes of the packed tool names>  # a raw frame, only after a run
+                                            # frame whose "tools" is null
     <marshal bytes of the compiled program, or empty>  # a raw frame, only after
                                                       # a run frame with "compiled"
     {"type": "answer", "id": n, "ok": true, "value": json}
     {"type": "answer", "id": n, "ok": false, "message": str[, "code": str]}
+
+The tool names are packed as ``_program.pack_names`` packs them: in the run
+frame for the Pyodide worker, in a frame of their own for the CPython worker,
+which decodes them straight from the buffer it read them into (no JSON string
+to unescape; see ``_bootstrap.start_room``). A run's start is the run frame
+and the raw frames after it.
 
 (Host -> worker is the trusted direction: the worker loads the code object the
 host compiled for it with this same interpreter.)

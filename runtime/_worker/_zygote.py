@@ -9,9 +9,12 @@ each request it creates the run channel (a socketpair), a status pipe and a
 private work directory, forks, and hands the host its end of the channel and
 the read end of the status pipe with ``SCM_RIGHTS``. The child puts itself
 in its own process group, enters the sandbox and waits for its program (that
-is what makes a spare "already sandboxed"). Run as root, the zygote also writes each child's user-namespace
-id maps when the child asks (a root process outside the namespace must; this
-spares every worker the fork of a helper), and forks each namespaced child
+is what makes a spare "already sandboxed"); a request's ``start_bytes`` (the
+host's guess of the size of the run's start) is how much room it makes for
+that while it waits (see ``_bootstrap.start_room``). Run as root, the zygote
+also writes each child's user-namespace id maps when the child asks (a root
+process outside the namespace must; this spares every worker the fork of a
+helper), and forks each namespaced child
 into a PID namespace of its own (``unshare(CLONE_NEWPID)`` before the fork,
 ``setns`` back after it): the child is that namespace's init and runs the
 program itself. A run is then one process, where a worker that makes its own
@@ -314,7 +317,10 @@ class _ForkServer:
                 keep += [ask_w, answer_r]
                 id_mapper = functools.partial(_ask_for_id_maps, ask_w, answer_r)
             layers = self.enter(request, workdir, keep, id_mapper, as_init)
-            serve(sock, loop, layers, self.settings, replies)
+            start_bytes = request.get("start_bytes", 0)
+            if type(start_bytes) is not int:
+                start_bytes = 0
+            serve(sock, loop, layers, self.settings, replies, start_bytes)
         except BaseException as exc:
             self.report_failure(sock, exc)
         os._exit(EXIT_INTERNAL)

@@ -56,3 +56,37 @@ def test_isolation_is_for_a_runtime_the_executor_creates(tools: ToolRegistry) ->
         CodeExecutor(tools, runtime=InProcessRuntime(), isolation="best-effort")
     with pytest.raises(ExecutorConfigError, match="isolation must be"):
         CodeExecutor(tools, isolation="none")  # type: ignore[arg-type]
+
+
+def _numbered(prefix: str, count: int) -> ToolRegistry:
+    registry = ToolRegistry()
+    for index in range(count):
+
+        async def tool(x: int) -> int:
+            """Return x."""
+            return x
+
+        registry.tool(name=f"{prefix}_{index:04d}")(tool)
+    return registry
+
+
+async def test_executors_sharing_a_runtime_see_only_their_own_tools() -> None:
+    # One runtime's spares serve both in turn, each made ready for the other's
+    # (the larger) start: a program sees the names of its own executor's run.
+    seen = "return {'count': len(tools), 'names': list(tools), 'other': 'b_0000' in tools}"
+    async with (
+        SubprocessRuntime() as runtime,
+        CodeExecutor(_numbered("a", 3), runtime=runtime) as few,
+        CodeExecutor(_numbered("b", 2_000), runtime=runtime) as many,
+    ):
+        for _ in range(3):
+            small = await few.run_code(seen)
+            large = await many.run_code(seen)
+            assert not small.is_error and not large.is_error
+            assert small.value["result"] == {
+                "count": 3,
+                "names": ["a_0000", "a_0001", "a_0002"],
+                "other": False,
+            }
+            assert large.value["result"]["count"] == 2_000 and large.value["result"]["other"]
+            assert large.value["result"]["names"] == [f"b_{i:04d}" for i in range(2_000)]

@@ -410,12 +410,14 @@ async def test_answers_reach_the_worker(fake: FakeWorker) -> None:
 
     def read_run_and_answer() -> None:
         decoder = FrameDecoder(1 << 20)
-        frames: list[Any] = []
-        while len(frames) < 2:
-            frames += [orjson.loads(p) for p in decoder.feed(fake.peer.recv(65536))]
-        assert frames[0]["type"] == "run"
-        assert frames[1] == {"type": "answer", "id": 1, "ok": True, "value": {"a": 1}}
-        fake.send({"type": "done", "result": frames[1]["value"]})
+        payloads: list[bytes] = []
+        while len(payloads) < 3:
+            payloads += decoder.feed(fake.peer.recv(65536))
+        run, names, answer = payloads[0], payloads[1], orjson.loads(payloads[2])
+        assert orjson.loads(run)["type"] == "run"
+        assert orjson.loads(run)["tools"] is None and names == b"\necho\n"  # (apart)
+        assert answer == {"type": "answer", "id": 1, "ok": True, "value": {"a": 1}}
+        fake.send({"type": "done", "result": answer["value"]})
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(worker_side)
