@@ -108,6 +108,7 @@ __all__ = [
     "SandboxError",
     "check_lifeline",
     "enter_sandbox",
+    "prepare_for_workers",
     "probe_layers",
     "python_paths",
 ]
@@ -242,7 +243,58 @@ def _installation_paths() -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
+def prepare_for_workers() -> None:
+    """Do once, in a process that forks workers (the zygote), what every worker would redo.
+
+    What it computes or scrubs is inherited by every child forked afterwards:
+    the paths the workers read (:func:`python_paths`), whether the kernel
+    closes descriptor ranges, the scrubbed original environment block, the
+    seccomp filter of an init (PID 1 in its namespace). Each worker still
+    applies every layer itself; only the preparation is shared.
+    """
+    python_paths()
+    _close_range()
+    _clear_environment()
+    arch = _seccomp.native_arch()
+    if arch is not None:
+        with contextlib.suppress(_seccomp.SeccompUnavailableError):
+            _seccomp.build_filter(arch, 1)
+
+
+# close_range(2)'s "to the last descriptor" (~0U).
+_LAST_FD: Final = 0xFFFFFFFF
+
+
+@functools.cache
+def _close_range() -> Callable[[int, int], bool] | None:
+    """``close_range(low, high)`` where libc and the kernel have it (probed once)."""
+    function = getattr(libc, "close_range", None)
+    if function is None:
+        return None
+    function.argtypes = (ctypes.c_uint, ctypes.c_uint, ctypes.c_uint)
+    function.restype = ctypes.c_int
+    if function(_LAST_FD, _LAST_FD, 0) != 0:  # closes nothing; fails on an older kernel
+        return None
+
+    def close_range(low: int, high: int) -> bool:
+        return bool(function(low, high, 0) == 0)
+
+    return close_range
+
+
 def _close_fds(keep: Sequence[int]) -> None:
+    close_range = _close_range()
+    if close_range is not None:
+        # One system call per gap between the kept descriptors, without
+        # listing the open ones first.
+        low = 0
+        for fd in sorted(set(keep)):
+            if fd > low and not close_range(low, fd - 1):
+                break
+            low = fd + 1
+        else:
+            if close_range(low, _LAST_FD):
+                return
     # closerange() uses close_range(2) where it exists, but falls back to one
     # close() per number: bound the range by the highest fd actually open.
     try:
@@ -257,20 +309,31 @@ def _close_fds(keep: Sequence[int]) -> None:
     os.closerange(low, max(low, top))
 
 
+# How the environment block the process was started with was scrubbed, once
+# done: in this process, or in the zygote before it forked it (a fork copies
+# the zeroed memory, and nothing writes to that block again).
+_scrubbed_block: str | None = None
+
+
 def _clear_environment() -> str:
+    global _scrubbed_block
     count = len(os.environ)
     os.environ.clear()
     # os.environ is a copy: the interpreter's own snapshot and libc's still hold the values.
     posix.environ.clear()
     libc.clearenv()
+    if _scrubbed_block is not None:
+        return f"{count} variables removed, {_scrubbed_block}"
     try:
         with open("/proc/self/stat", "rb") as stat:
             fields = stat.read().rsplit(b")", 1)[1].split()
         # Fields 50 and 51 of /proc/<pid>/stat (1-based, fields[0] is field 3).
         start, end = int(fields[47]), int(fields[48])
-        if 0 < start < end:
-            ctypes.memset(start, 0, end - start)
-            return f"{count} variables removed, {end - start} bytes of the original block zeroed"
+        if 0 < start <= end:
+            if start < end:
+                ctypes.memset(start, 0, end - start)
+            _scrubbed_block = f"{end - start} bytes of the original block zeroed"
+            return f"{count} variables removed, {_scrubbed_block}"
     except (OSError, IndexError, ValueError):
         pass
     return f"{count} variables removed (original block not scrubbed: /proc unreadable)"
@@ -608,18 +671,24 @@ def _drop_privileges(namespaces: _Namespaces, report: _Report) -> None:
     no_caps = _capabilities_empty() and prctl(PR_GET_NO_NEW_PRIVS) == 1
     # Without CAP_SETPCAP the bounding set cannot shrink; with no_new_privs and
     # exec denied it could never be used either.
-    bounding_empty = not is_root or all(_capbset_read(cap) == 0 for cap in range(64))
+    bounding_empty = not is_root or _bounding_set_empty()
     host_root = os.geteuid() == 0 and namespaces.mapping is None
     active = no_caps and bounding_empty and not host_root
     steps.append("no capabilities, no_new_privs, not dumpable" if active else "privileges remain")
     report.add("privileges", active, "; ".join(steps))
 
 
-def _capbset_read(cap: int) -> int:
-    try:
-        return prctl(PR_CAPBSET_READ, cap)
-    except OSError:
-        return 0  # EINVAL: no such capability
+def _bounding_set_empty() -> bool:
+    """Whether no capability is left in the bounding set (read up to the kernel's last one)."""
+    for cap in range(64):
+        try:
+            if prctl(PR_CAPBSET_READ, cap):
+                return False
+        except OSError as exc:
+            if exc.errno == errno.EINVAL:
+                return True  # past the kernel's last capability
+            raise
+    return True
 
 
 def _apply_rlimits(config: SandboxConfig, report: _Report, *, init: bool) -> None:

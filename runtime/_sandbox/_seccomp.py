@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 import platform
 import struct
@@ -496,10 +497,13 @@ def _deny_if_arg_in(nr: int, index: int, values: Iterable[int], answer: int) -> 
     return [_jump(_BPF_JEQ_K, nr, 0, len(body)), *body]
 
 
+@functools.lru_cache(maxsize=4)
 def build_filter(arch: int, self_pid: int) -> bytes:
     """Assemble the filter program for ``arch`` as packed ``struct sock_filter`` items.
 
     ``self_pid`` is the pid (as the worker sees it) that signals may target.
+    Cached: the zygote builds the filter of an init (PID 1 of its namespace)
+    once, and every worker it forks as one finds it built.
     """
     table = SYSCALL_TABLES.get(arch)
     if table is None:

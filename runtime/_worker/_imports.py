@@ -232,14 +232,23 @@ def trust_loaded_modules() -> int:
     """Trust the code of every module loaded now; return how many code objects are trusted.
 
     Call it before any program code runs: what a program adds to a module
-    afterwards is never trusted. Incremental (modules already seen are
-    skipped), so the zygote can do the work once after its imports and each
-    worker's :func:`install_import_guard` only looks at what it imported since.
+    afterwards is never trusted. Incremental, so the zygote can do the work
+    once after its imports and each worker's :func:`install_import_guard` only
+    looks at what it imported since: ``sys.modules`` keeps the order modules
+    were added in, so those stand at its end, read back to the first one seen
+    before. (A forked worker touches no more of the zygote's module objects,
+    so their pages stay shared. A module replaced in place under a name seen
+    before is not trusted: its imports are refused, never wrongly allowed.)
     """
     seen: set[int] = set()
-    for name, module in list(sys.modules.items()):
-        if not isinstance(module, types.ModuleType) or _TRUSTED_MODULES.get(name) is module:
+    added: list[tuple[str, types.ModuleType]] = []
+    for name, module in reversed(sys.modules.items()):
+        if not isinstance(module, types.ModuleType):
             continue
+        if _TRUSTED_MODULES.get(name) is module:
+            break
+        added.append((name, module))
+    for name, module in reversed(added):
         _TRUSTED_MODULES[name] = module
         _trust_values(vars(module).values(), seen)
     return len(_TRUSTED_CODE)

@@ -425,9 +425,10 @@ def main(options_json: str) -> NoReturn:
         _preimport(options["preimport"])
         # The import guard's trusted code, found once here rather than in every worker.
         importlib.import_module("runtime._worker._imports").trust_loaded_modules()
-        # After the imports, so every mapped library is seen: fills the cache once
-        # for every fork instead of each worker re-reading /proc/self/maps.
-        sandbox.python_paths()
+        # After the imports, so every mapped library is seen: what each worker
+        # would otherwise redo (read /proc/self/maps, probe close_range, scrub the
+        # environment block, build the seccomp filter of an init) is done once.
+        sandbox.prepare_for_workers()
         # Workers' orphans (the inits of killed workers' namespaces) come back here.
         prctl(PR_SET_CHILD_SUBREAPER, 1)
     except BaseException as exc:  # whatever it is, the host must hear of it

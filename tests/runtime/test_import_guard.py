@@ -106,6 +106,32 @@ def test_the_code_of_loaded_modules_stays_trusted() -> None:
         del sys.modules[module.__name__]
 
 
+@pytest.mark.usefixtures("guarded")
+def test_a_module_replaced_in_place_is_not_trusted() -> None:
+    # Only modules added since the last pass are read (at the end of sys.modules):
+    # one put under a name already trusted keeps its place, and is not trusted.
+    # Its imports are refused, never wrongly allowed.
+    name = "ptc_test_replaced"
+    first = types.ModuleType(name)
+    sys.modules[name] = first
+    sys.modules[name + "_after"] = types.ModuleType(name + "_after")
+    try:
+        trust_loaded_modules()
+        second = types.ModuleType(name)
+        exec("def lazy():\n    import os\n    return os.sep", second.__dict__)
+        sys.modules[name] = second
+        trust_loaded_modules()
+        with pytest.raises(ImportError, match="import of 'os' is not allowed"):
+            second.lazy()
+        del sys.modules[name]
+        sys.modules[name] = second  # added again: at the end, so trusted
+        trust_loaded_modules()
+        assert second.lazy() == "/"
+    finally:
+        sys.modules.pop(name, None)
+        sys.modules.pop(name + "_after", None)
+
+
 @pytest.mark.anyio
 async def test_in_a_worker_borrowed_globals_are_refused_and_lazy_imports_work() -> None:
     checks = "\n".join(

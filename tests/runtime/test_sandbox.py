@@ -407,6 +407,78 @@ def test_original_environment_block_is_scrubbed(workdir: str) -> None:
     assert done.stdout.split() == ["True", "False"], done.stderr
 
 
+def test_a_block_scrubbed_before_the_fork_is_clean_in_every_worker(workdir: str) -> None:
+    # The zygote scrubs its original environment block once (prepare_for_workers):
+    # a worker forked after it finds the block clean and says so.
+    script = textwrap.dedent(
+        f"""
+        import ctypes, os, sys
+        sys.path.insert(0, {os.getcwd()!r})
+        from runtime._sandbox._layers import SandboxConfig, enter_sandbox, prepare_for_workers
+        fields = open("/proc/self/stat", "rb").read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])
+        before = ctypes.string_at(start, end - start)
+        prepare_for_workers()
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            statuses = enter_sandbox(
+                SandboxConfig(workdir={workdir!r}, memory_bytes=1 << 30, cpu_seconds=10),
+                keep_fds=[write],
+            )
+            detail = [s.detail for s in statuses if s.name == "environment"][0]
+            clean = b"s3cr3t-exec-value" not in ctypes.string_at(start, end - start)
+            os.write(write, f"{{clean}}|{{detail}}".encode())
+            os._exit(0)
+        os.close(write)
+        print(b"s3cr3t-exec-value" in before, os.read(read, 4096).decode())
+        os.waitpid(pid, 0)
+        """
+    )
+    env = {"PATH": os.environ.get("PATH", "/usr/bin"), "PTC_EXEC_SECRET": "s3cr3t-exec-value"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60
+    )
+    had, rest = done.stdout.split(" ", 1)
+    clean, detail = rest.strip().split("|", 1)
+    assert (had, clean) == ("True", "True"), done.stderr
+    assert "bytes of the original block zeroed" in detail
+
+
+@pytest.mark.parametrize("close_range", [True, False], ids=["close_range", "fallback"])
+def test_only_the_kept_descriptors_stay_open(close_range: bool) -> None:
+    # With close_range(2), one call per gap between the kept descriptors; without
+    # it, closerange() bounded by the highest descriptor open.
+    script = textwrap.dedent(
+        f"""
+        import os, sys
+        sys.path.insert(0, {os.getcwd()!r})
+        from runtime._sandbox import _layers
+        if not {close_range!r}:
+            _layers._close_range = lambda: None
+        elif _layers._close_range() is None:
+            print("unsupported")
+            sys.exit(0)
+        fds = [os.open(os.devnull, os.O_RDONLY) for _ in range(40)]
+        high = os.dup2(fds[0], 900)
+        keep = [fds[3], fds[20], high]
+        _layers._close_fds([0, 1, 2, *keep])
+        def is_open(fd):
+            try:
+                os.fstat(fd)
+            except OSError:
+                return False
+            return True
+        left = [fd for fd in range(3, 1024) if is_open(fd)]
+        print(left == sorted(keep) or left)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.strip() == "True", (done.stdout, done.stderr)
+
+
 # --------------------------------------------------------------------------- files
 
 
