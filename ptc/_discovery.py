@@ -16,11 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from registry import INVALID_ARGS, UNKNOWN_TOOL
 from runtime import DESCRIBE_CALL, SEARCH_CALL, ToolAnswer
-from sdkgen import ToolCatalog
+
+if TYPE_CHECKING:
+    from sdkgen import ToolCatalog
 
 __all__ = ["Discovery", "SdkMode", "answer_discovery", "check_discovery"]
 

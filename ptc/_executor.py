@@ -35,7 +35,6 @@ from registry import (
     text_block,
 )
 from runtime import Isolation, Limits, RunOutcome, Runtime, ToolAnswer, ToolNames, get_runtime
-from sdkgen import ToolCatalog, render_sdk
 
 from ._bridge import Bridge, Settlement, SubCall
 from ._budget import (
@@ -61,6 +60,8 @@ from ._tracing import ActiveSpan, Attributes, Tracing, call_attributes
 if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import TracerProvider
+
+    from sdkgen import ToolCatalog
 
 __all__ = ["CODE_ONLY_RULE", "RUN_CODE", "BatchResult", "CallResult", "CodeExecutor", "ModelCall"]
 
@@ -360,6 +361,8 @@ class CodeExecutor:
 
     def catalog(self, scope: str | None = None) -> ToolCatalog:
         """The searchable catalog of the tools ``scope`` can see (what the program's discovery finds)."""
+        from sdkgen import ToolCatalog  # sdkgen loads when an SDK or a catalog is asked for
+
         catalog = self._catalogs.get(scope)
         if catalog is None:
             catalog = self._catalogs[scope] = ToolCatalog(
@@ -370,6 +373,8 @@ class CodeExecutor:
     def _full_sdk(self, scope: str | None) -> str:
         cached = self._sdk_cache.get(scope)
         if cached is None:
+            from sdkgen import render_sdk
+
             cached = render_sdk(self.registry.schemas(scope, with_output=True))
             self._sdk_cache[scope] = cached
         return cached
@@ -378,6 +383,8 @@ class CodeExecutor:
         """A program's ``tools.search``/``describe``, over what ``scope`` sees now."""
         catalog = self._catalogs.get(scope)
         if catalog is None:
+            from sdkgen import ToolCatalog
+
             # Built off the event loop: a large set takes milliseconds.
             version = self._tool_set_version
             schemas = self.registry.schemas(scope, with_output=True)

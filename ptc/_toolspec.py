@@ -21,22 +21,17 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import orjson
 
-from registry import (
-    HttpServer,
-    McpConfigError,
-    McpConnectionError,
-    ServerSpec,
-    ToolRegistry,
-    connect_mcp,
-    load_mcp_config,
-)
+from registry import McpConfigError, McpConnectionError, ToolRegistry
 
 from ._exceptions import ToolSpecError
+
+if TYPE_CHECKING:
+    from registry import ServerSpec
 
 T = TypeVar("T")
 
@@ -120,6 +115,8 @@ class ToolSet:
         if not self.servers:
             yield self.registry
             return
+        from registry import connect_mcp  # the MCP client loads only for MCP servers
+
         connected = False
         try:
             async with connect_mcp(self.registry, self.servers):
@@ -153,6 +150,8 @@ class ToolSet:
 
     def _connect_error(self, exc: Exception) -> ToolSpecError | None:
         """The one line for a failure to connect, or ``None`` for an unexpected one (a bug)."""
+        from registry import HttpServer
+
         leaf = _single_leaf(exc)
         if isinstance(leaf, McpConnectionError):
             where = self.origins.get(leaf.server, "?")
@@ -194,6 +193,8 @@ def read_tool_specs(specs: Sequence[str]) -> ToolSpecs:
         if not (isinstance(document, dict) and "mcpServers" in document):
             schemas.append(SchemaFile(spec, document))
             continue
+        from registry import load_mcp_config  # the MCP client loads only for mcpServers files
+
         try:
             servers = load_mcp_config(spec)
         except McpConfigError as exc:

@@ -1,9 +1,14 @@
 """OpenTelemetry spans for ``run_code`` runs and their tool calls, through the API only.
 
 Optional and lazy: ``opentelemetry-api`` is imported at an executor's first
-call, never at import; when it is not installed nothing is done. With the API
-but no SDK configured, every span is the API's no-op. Tracing never changes
-a result, and a failure inside it is contained (logged).
+call that could be traced, never at import; when it is not installed nothing
+is done. A call could be traced once a ``tracer_provider`` was given, the
+process has imported ``opentelemetry.trace`` (as setting a global provider,
+or starting any span, does) or ``OTEL_PYTHON_TRACER_PROVIDER`` names a
+provider; before that, every span would be the API's no-op with no span to be
+the child of, and a plain ``ptc run`` does not import the API at all. With
+the API but no SDK configured, every span is the API's no-op. Tracing never
+changes a result, and a failure inside it is contained (logged).
 
 The spans (each a child of the span current where the caller called
 ``run_code`` or ``execute``; a sub-call's parent is passed explicitly, since it
@@ -35,6 +40,8 @@ status ``ERROR`` with its message (cut to :data:`MAX_STATUS_CHARS`) and
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from dataclasses import dataclass
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
@@ -64,6 +71,20 @@ class _Api:
     context: Any  # the opentelemetry.context module
 
 
+def _api_may_record(provider: TracerProvider | None) -> bool:
+    """Whether a span could record now: else the API need not be loaded (yet).
+
+    Without ``opentelemetry.trace`` imported, no global provider is set and no
+    span is current (both are the module's state); only the environment can
+    still name a provider, which the API loads at its first use.
+    """
+    return (
+        provider is not None
+        or "opentelemetry.trace" in sys.modules
+        or "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+    )
+
+
 def _load_api() -> _Api | None:
     """The OpenTelemetry API's modules, or ``None`` when the API is not installed."""
     try:
@@ -87,8 +108,9 @@ class ActiveSpan:
 class Tracing:
     """The spans of one executor: from ``provider``, or the global provider when ``None``.
 
-    The API is loaded at the first span, not before: ``import ptc`` never
-    imports OpenTelemetry.
+    The API is loaded at the first span that could record, not before:
+    ``import ptc`` never imports OpenTelemetry, nor does a run while nothing
+    in the process uses it (see the module's docstring).
     """
 
     __slots__ = ("_api", "_loaded", "_provider", "_tracer")
@@ -101,6 +123,8 @@ class Tracing:
 
     def _ready(self) -> bool:
         if not self._loaded:
+            if not _api_may_record(self._provider):
+                return False  # asked again at the next span: the API may be in use by then
             self._loaded = True
             self._api = _load_api()
             if self._api is not None:

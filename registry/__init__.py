@@ -5,7 +5,14 @@ snapshot, schema validation, pre-execute policy, guards, around-execute
 wrappers, the body, output validation, rendering, post-execute policy,
 ``finalize_content`` and result observers. A tool's failure is returned as a
 :class:`ToolFailure`, never raised.
+
+The MCP client's names (``connect_mcp``, ``load_mcp_config``, the server specs,
+the ``MCP_*`` codes) load on first use (module ``__getattr__``): a process that
+connects no MCP server does not import ``registry._mcp``.
 """
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from ._define import define_tool as define_tool
 from ._exceptions import (
@@ -52,18 +59,6 @@ from ._exceptions import UnknownScopeError as UnknownScopeError
 from ._json import JsonValue as JsonValue
 from ._json import dumps_pretty as dumps_pretty
 from ._json import snapshot_json as snapshot_json
-from ._mcp import MCP_CONNECTION_CLOSED as MCP_CONNECTION_CLOSED
-from ._mcp import MCP_OUTPUT as MCP_OUTPUT
-from ._mcp import MCP_PROTOCOL_ERROR as MCP_PROTOCOL_ERROR
-from ._mcp import MCP_TIMEOUT as MCP_TIMEOUT
-from ._mcp import MCP_TOOL_ERROR as MCP_TOOL_ERROR
-from ._mcp import HttpServer as HttpServer
-from ._mcp import McpConnection as McpConnection
-from ._mcp import McpServers as McpServers
-from ._mcp import ServerSpec as ServerSpec
-from ._mcp import StdioServer as StdioServer
-from ._mcp import connect_mcp as connect_mcp
-from ._mcp import load_mcp_config as load_mcp_config
 from ._pipeline import CheckedCall as CheckedCall
 from ._policy import Accept as Accept
 from ._policy import Allow as Allow
@@ -96,6 +91,20 @@ from ._types import ToolReturn as ToolReturn
 from ._types import ToolRunContext as ToolRunContext
 from ._types import ToolSuccess as ToolSuccess
 from ._types import text_block as text_block
+
+if TYPE_CHECKING:
+    from ._mcp import MCP_CONNECTION_CLOSED as MCP_CONNECTION_CLOSED
+    from ._mcp import MCP_OUTPUT as MCP_OUTPUT
+    from ._mcp import MCP_PROTOCOL_ERROR as MCP_PROTOCOL_ERROR
+    from ._mcp import MCP_TIMEOUT as MCP_TIMEOUT
+    from ._mcp import MCP_TOOL_ERROR as MCP_TOOL_ERROR
+    from ._mcp import HttpServer as HttpServer
+    from ._mcp import McpConnection as McpConnection
+    from ._mcp import McpServers as McpServers
+    from ._mcp import ServerSpec as ServerSpec
+    from ._mcp import StdioServer as StdioServer
+    from ._mcp import connect_mcp as connect_mcp
+    from ._mcp import load_mcp_config as load_mcp_config
 
 __all__ = [
     "ABORTED",
@@ -168,3 +177,33 @@ __all__ = [
     "text_block",
     "timeout_wrapper",
 ]
+
+#: Public name -> the submodule that defines it, imported on first access.
+_LAZY = {
+    "MCP_CONNECTION_CLOSED": "._mcp",
+    "MCP_OUTPUT": "._mcp",
+    "MCP_PROTOCOL_ERROR": "._mcp",
+    "MCP_TIMEOUT": "._mcp",
+    "MCP_TOOL_ERROR": "._mcp",
+    "HttpServer": "._mcp",
+    "McpConnection": "._mcp",
+    "McpServers": "._mcp",
+    "ServerSpec": "._mcp",
+    "StdioServer": "._mcp",
+    "connect_mcp": "._mcp",
+    "load_mcp_config": "._mcp",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name from its submodule on first access."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later accesses skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

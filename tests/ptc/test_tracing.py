@@ -442,6 +442,19 @@ def test_without_opentelemetry_installed_a_run_works_and_imports_nothing() -> No
     assert out.strip() == "[]"
 
 
+def test_a_run_imports_no_opentelemetry_while_no_span_could_record() -> None:
+    # The API is installed, but nothing uses it: no provider given, none set (that
+    # takes importing it) and none named in the environment.
+    out = _python(
+        _RUN_ONE
+        + """
+    anyio.run(main, CodeExecutor(reg, runtime=InProcessRuntime()))
+    print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))
+    """
+    )
+    assert out.strip() == "[]"
+
+
 def test_the_global_provider_is_a_no_op_until_an_sdk_is_set_then_it_is_followed() -> None:
     out = _python(
         _RUN_ONE
