@@ -30,7 +30,7 @@ OPTIONAL = (
 )
 
 _LOADED = f"""
-import json, sys
+import gc, json, sys
 def loaded():
     return sorted(
         name for name in sys.modules
@@ -65,7 +65,8 @@ def test_importing_the_commands_loads_no_optional_part() -> None:
     ],
     ids=["run", "tools"],
 )
-def test_a_command_loads_no_optional_part(args: list[str]) -> None:
+def test_a_command_loads_no_optional_part_and_leaves_the_gc_on(args: list[str]) -> None:
+    # The entry point pauses the cyclic GC while it imports: it must be on again after.
     out = _python(
         f"sys.argv = ['ptc', *{args!r}]\n"
         "from ptc._cli import main\n"
@@ -73,7 +74,7 @@ def test_a_command_loads_no_optional_part(args: list[str]) -> None:
         "    main()\n"
         "except SystemExit as exc:\n"
         "    assert exc.code in (0, None), exc.code\n"
-        "print(json.dumps(loaded()))\n",
+        "print(json.dumps([loaded(), gc.isenabled()]))\n",
         stdin="return 1\n",
     )
-    assert json.loads(out) == []
+    assert json.loads(out) == [[], True]
