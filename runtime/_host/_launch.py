@@ -34,8 +34,10 @@ __all__ = ["ZYGOTE_BOOT", "SpawnedZygote", "ZygoteSettings", "spawn_zygote", "zy
 
 #: ``python -c`` text that imports ``runtime._worker._zygote`` without running
 #: ``runtime/__init__`` (which pulls in the host side) and calls its ``main``
-#: with ``argv[2]``.
+#: with ``argv[2]``. The cyclic GC is off until ``main`` has imported everything
+#: (it collects once then, and turns it back on).
 ZYGOTE_BOOT = (
+    "import gc;gc.disable();"
     "import sys,types;m=types.ModuleType('runtime');m.__path__=[sys.argv[1]];"
     "sys.modules['runtime']=m;import json;sys.path[:0]=json.loads(sys.argv[2])['paths'];"
     "from runtime._worker._zygote import main;main(sys.argv[2])"

@@ -439,4 +439,7 @@ def main(options_json: str) -> NoReturn:
     zygote = _ForkServer(ctl, options["tmp"], settings, sandbox)
     gc.collect()
     gc.freeze()  # children then share the zygote's heap pages instead of copying them
+    # Off while it booted (``ZYGOTE_BOOT``): its imports make no garbage worth
+    # the collections they would trigger, and the one above found what there was.
+    gc.enable()
     zygote.serve()

@@ -37,6 +37,14 @@ async def test_a_runtime_runs_on_the_zygote_it_adopts() -> None:
     zygote.discard()  # the runtime's now: nothing happens
 
 
+async def test_a_worker_runs_with_the_cyclic_gc_on() -> None:
+    # The zygote boots with the GC off (ZYGOTE_BOOT); it turns it on before it forks.
+    async with SubprocessRuntime(allowed_modules=["gc"]) as backend:
+        code = "import gc\nreturn gc.isenabled()"
+        outcome = await backend.run(code, tool_names=[], call_tool=ToolBox())
+    assert outcome.ok and outcome.result is True
+
+
 async def test_a_runtime_closed_before_any_run_ends_the_zygote_it_adopted() -> None:
     zygote = spawn_zygote(zygote_settings())
     backend = SubprocessRuntime(zygote=zygote, spares=0)
