@@ -380,18 +380,32 @@ def test_environment_is_empty(monkeypatch: pytest.MonkeyPatch, workdir: str) -> 
     assert results == {"environ": {}, "posix": {}, "getenv": None}
 
 
+# A script's start: the bounds of its original environment block, and what it held.
+_BLOCK_PROLOGUE = f"""
+import ctypes, os, sys
+sys.path.insert(0, {os.getcwd()!r})
+from runtime._sandbox._layers import SandboxConfig, enter_sandbox, prepare_for_workers
+fields = open("/proc/self/stat", "rb").read().rsplit(b")", 1)[1].split()
+start, end = int(fields[47]), int(fields[48])
+before = ctypes.string_at(start, end - start)
+"""
+
+
+def _run_with_a_secret_in_its_block(body: str) -> subprocess.CompletedProcess[str]:
+    """Run ``_BLOCK_PROLOGUE`` then ``body`` in a process exec'd with a secret variable."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin"), "PTC_EXEC_SECRET": "s3cr3t-exec-value"}
+    script = _BLOCK_PROLOGUE + textwrap.dedent(body)
+    return subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
 def test_original_environment_block_is_scrubbed(workdir: str) -> None:
     # Only a process exec'd with the secret has it in its original environment
     # block (what /proc/<pid>/environ shows), so start one; after the sandbox
     # the block's memory must not hold the value any more.
-    script = textwrap.dedent(
+    done = _run_with_a_secret_in_its_block(
         f"""
-        import ctypes, sys
-        sys.path.insert(0, {os.getcwd()!r})
-        from runtime._sandbox._layers import SandboxConfig, enter_sandbox
-        fields = open("/proc/self/stat", "rb").read().rsplit(b")", 1)[1].split()
-        start, end = int(fields[47]), int(fields[48])
-        before = ctypes.string_at(start, end - start)
         enter_sandbox(
             SandboxConfig(workdir={workdir!r}, memory_bytes=1 << 30, cpu_seconds=10),
             keep_fds=[],
@@ -400,24 +414,14 @@ def test_original_environment_block_is_scrubbed(workdir: str) -> None:
         print(b"s3cr3t-exec-value" in before, b"s3cr3t-exec-value" in after)
         """
     )
-    env = {"PATH": os.environ.get("PATH", "/usr/bin"), "PTC_EXEC_SECRET": "s3cr3t-exec-value"}
-    done = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60
-    )
     assert done.stdout.split() == ["True", "False"], done.stderr
 
 
 def test_a_block_scrubbed_before_the_fork_is_clean_in_every_worker(workdir: str) -> None:
     # The zygote scrubs its original environment block once (prepare_for_workers):
     # a worker forked after it finds the block clean and says so.
-    script = textwrap.dedent(
+    done = _run_with_a_secret_in_its_block(
         f"""
-        import ctypes, os, sys
-        sys.path.insert(0, {os.getcwd()!r})
-        from runtime._sandbox._layers import SandboxConfig, enter_sandbox, prepare_for_workers
-        fields = open("/proc/self/stat", "rb").read().rsplit(b")", 1)[1].split()
-        start, end = int(fields[47]), int(fields[48])
-        before = ctypes.string_at(start, end - start)
         prepare_for_workers()
         read, write = os.pipe()
         pid = os.fork()
@@ -434,10 +438,6 @@ def test_a_block_scrubbed_before_the_fork_is_clean_in_every_worker(workdir: str)
         print(b"s3cr3t-exec-value" in before, os.read(read, 4096).decode())
         os.waitpid(pid, 0)
         """
-    )
-    env = {"PATH": os.environ.get("PATH", "/usr/bin"), "PTC_EXEC_SECRET": "s3cr3t-exec-value"}
-    done = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60
     )
     had, rest = done.stdout.split(" ", 1)
     clean, detail = rest.strip().split("|", 1)
