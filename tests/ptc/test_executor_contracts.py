@@ -269,10 +269,51 @@ def _stubborn_tools(release: threading.Event, how: str) -> ToolRegistry:
     return reg
 
 
+class _WithoutCallGroup(Runtime):
+    """A runtime written before ``call_group`` existed (the in-process fake inside)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = InProcessRuntime()
+
+    async def run(
+        self,
+        code: str,
+        *,
+        tool_names: Any,
+        call_tool: Any,
+        limits: Limits | None = None,
+        cancel: Any = None,
+        on_log: Any = None,
+    ) -> Any:
+        return await self.inner.run(
+            code,
+            tool_names=tool_names,
+            call_tool=call_tool,
+            limits=limits,
+            cancel=cancel,
+            on_log=on_log,
+        )
+
+    async def _run(self, code: str, **_: Any) -> Any:
+        raise AssertionError("run is overridden")
+
+
 @pytest.mark.parametrize("how", ["catches-cancellation", "thread"])
 async def test_a_sub_call_that_will_not_stop_is_abandoned_at_the_deadline(
     any_runtime: Runtime, how: str
 ) -> None:
+    await _check_abandoned_at_the_deadline(any_runtime, how)
+
+
+async def test_a_runtime_without_call_group_still_abandons_at_the_deadline() -> None:
+    # Its run waits for every call it started: the executor runs each sub-call
+    # in a task of its own group instead of in the runtime's task, and the run
+    # lets go of it at the deadline as before.
+    await _check_abandoned_at_the_deadline(_WithoutCallGroup(), "catches-cancellation")
+
+
+async def _check_abandoned_at_the_deadline(any_runtime: Runtime, how: str) -> None:
     release = threading.Event()
     events: list[dict[str, Any]] = []
     limit, grace = 0.5, 0.5  # the default settle_grace
