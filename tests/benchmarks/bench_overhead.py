@@ -214,6 +214,8 @@ async def main(rounds: int, calls: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument("--calls", type=int, default=200)
+    # Long runs: each sample also holds one worker's hand-off, and with few calls
+    # that (and whether a spare was ready, back to back) outweighs them.
+    parser.add_argument("--calls", type=int, default=2000)
     args = parser.parse_args()
     anyio.run(main, args.rounds, args.calls)
