@@ -826,11 +826,14 @@ class CodeExecutor:
             trace_parent=self._tracing.current() if state.span is None else state.span.context,
             discover=functools.partial(self._discover, ctx.scope),
             inline=_takes(runtime, "call_group"),
+            shielded=_takes(runtime, "shield_calls"),
         )
         tool_names = self._tool_names(ctx.scope)
         options: dict[str, Any] = {}
         if bridge.inline:
             options["call_group"] = task_group
+        if bridge.shielded:
+            options["shield_calls"] = True
         live = None
         if self.on_event is not None and self.live_logs is not None and _takes(runtime, "on_log"):
             live = options["on_log"] = LiveLog(self._publish, ctx.call_id, self.live_logs)
@@ -922,7 +925,7 @@ class CodeExecutor:
 @functools.cache
 def _takes_type(kind: type[Runtime], name: str) -> bool:
     run: Callable[..., object] = kind.run
-    if run is Runtime.run and name == "call_group":  # passed on to the backend's _run
+    if run is Runtime.run and name in ("call_group", "shield_calls"):  # passed on to _run
         run = kind._run
     try:
         parameters = inspect.signature(run).parameters

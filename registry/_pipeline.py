@@ -271,7 +271,11 @@ async def run_pipeline(
                 f"invalid arguments for {call.name}: {violation}", "ToolArgsError", INVALID_ARGS
             )
         else:
-            result = await _policed(_Run(registry, execution, compiled, policy))
+            run = _Run(registry, execution, compiled, policy)
+            if policy.hooks_around_body or run.wrappers:
+                result = await _policed(run)
+            else:  # the body alone: a coroutine less per call
+                result = _cancellation_wins(run, await _invoke_body(run, signal))
     if result.additional_contexts or (
         compiled is not None and compiled.definition.finalize_content
     ):
@@ -309,9 +313,14 @@ async def _policed(run: _Run) -> ToolResult:
         result = await _invoke_body(run, signal)
     if policy.post:
         result = await _post_execute(run, result)
-    if signal.aborted and not result.is_error:
+    return _cancellation_wins(run, result)
+
+
+def _cancellation_wins(run: _Run, result: ToolResult) -> ToolResult:
+    """``result``, or the call's cancellation if its signal fired and it is a success."""
+    if run.execution.signal.aborted and not result.is_error:
         # Cancellation wins over a success, but the contexts stay deliverable.
-        result = _replace(
+        return _replace(
             _aborted(not run.body_started), additional_contexts=result.additional_contexts
         )
     return result

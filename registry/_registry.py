@@ -65,6 +65,11 @@ class PolicySet:
         return bool(self.pre or self.guards or self.wrappers_without_timeout)
 
     @functools.cached_property
+    def hooks_around_body(self) -> bool:
+        """Whether a pre-execute listener, guard or post-execute listener applies."""
+        return bool(self.pre or self.guards or self.post)
+
+    @functools.cached_property
     def sees_execution_after(self) -> bool:
         """Whether any hook sees an execution (and its arguments) after the body ran."""
         return bool(self.post or self.observers)

@@ -308,6 +308,7 @@ class Runtime(abc.ABC):
         cancel: CancelSignal | None = None,
         on_log: Callable[[str], None] | None = None,
         call_group: TaskGroup | None = None,
+        shield_calls: bool = False,
     ) -> RunOutcome:
         """Run ``code`` in a fresh worker and return its outcome.
 
@@ -326,6 +327,13 @@ class Runtime(abc.ABC):
         does not stop within its grace) and runs each call in the task that
         reads it, with no task of its own per call.
 
+        ``shield_calls`` (with ``call_group`` only): the run's end cancels no
+        call being answered either; each runs to its end in ``call_group``
+        (the caller ends its calls by its own means, as the executor does
+        through their abort signal), and its answer is dropped. For a caller
+        that would otherwise shield every call itself: one cancel scope less
+        per call.
+
         ``on_log``, when given, sees the program's output as it happens: it is
         called on the event loop, synchronously, once per line the program
         printed, in order, as the host receives it (the lines
@@ -335,10 +343,19 @@ class Runtime(abc.ABC):
 
         Raises:
             TypeError: ``code`` or a tool name is not a string.
+            ValueError: ``shield_calls`` without ``call_group``.
             RuntimeClosedError: the runtime is closed.
         """
         if not isinstance(code, str):
             raise TypeError(f"code must be str, not {type(code).__name__}")
+        options: dict[str, Any] = {}
+        # (Only when given: a backend's _run written before them works as before.)
+        if call_group is not None:
+            options["call_group"] = call_group
+        if shield_calls:
+            if call_group is None:
+                raise ValueError("shield_calls needs a call_group, where the calls go on")
+            options["shield_calls"] = True
         names = check_tool_names(tool_names)
         if self._closed:
             raise RuntimeClosedError(self.name)
@@ -349,8 +366,7 @@ class Runtime(abc.ABC):
             limits=limits if limits is not None else self._limits,
             cancel=cancel,
             on_log=on_log,
-            # (Only when given: a backend's _run written before it works as before.)
-            **({} if call_group is None else {"call_group": call_group}),
+            **options,
         )
 
     @abc.abstractmethod
@@ -364,6 +380,7 @@ class Runtime(abc.ABC):
         cancel: CancelSignal | None,
         on_log: Callable[[str], None] | None,
         call_group: TaskGroup | None = None,
+        shield_calls: bool = False,
     ) -> RunOutcome:
         """The backend's run (see :meth:`run`), called with checked arguments."""
 

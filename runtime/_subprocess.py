@@ -221,6 +221,7 @@ class SubprocessRuntime(Runtime):
         cancel: CancelSignal | None,
         on_log: Callable[[str], None] | None,
         call_group: TaskGroup | None = None,
+        shield_calls: bool = False,
     ) -> RunOutcome:
         if cancel is not None and cancel.aborted:
             outcome = RunOutcome.failure("cancelled", "the run was cancelled before it started")
@@ -248,6 +249,7 @@ class SubprocessRuntime(Runtime):
                 runs=self._runs,
                 on_log=on_log,
                 call_group=call_group,
+                shield_calls=shield_calls,
             )
         finally:
             if not worker.finished:

@@ -99,6 +99,7 @@ async def drive_run(
     memory_baseline: int = 0,
     on_log: Callable[[str], None] | None = None,
     call_group: anyio.abc.TaskGroup | None = None,
+    shield_calls: bool = False,
 ) -> RunOutcome:
     """Run ``code`` on ``worker`` and return its outcome; the caller kills the worker.
 
@@ -112,7 +113,7 @@ async def drive_run(
     (Deno's own, for the Pyodide worker): not the program's when the kernel's
     account of its peak is weighed against the memory limit.
     ``on_log``, when given, is called with each line of output as its frame
-    is read (see ``Runtime.run``). ``call_group``: see ``Runtime.run``.
+    is read (see ``Runtime.run``). ``call_group``, ``shield_calls``: see ``Runtime.run``.
     """
     names = check_tool_names(tool_names)
     apart = worker.names_apart
@@ -145,7 +146,9 @@ async def drive_run(
         sent = 0
     except OSError:
         sent = len(data)
-    session = _Session(worker, names, call_tool, limits, memory_baseline, on_log, call_group)
+    session = _Session(
+        worker, names, call_tool, limits, memory_baseline, on_log, call_group, shield_calls
+    )
     return await session.run(
         memoryview(data)[sent:] if sent < len(data) else None, cancel, while_waiting, runs
     )
@@ -228,7 +231,9 @@ class _Session:
     run ends it cancels them and waits only for those reading or writing the
     channel, not for a call being answered (``call_tool`` decides what
     cancellation means to it; a call it shields goes on in the group, and
-    its answer is dropped). The run's own task then answers no call itself.
+    its answer is dropped). With ``shield_calls`` it cancels only the jobs
+    reading or writing: a call being answered goes on all the same. The run's
+    own task then answers no call itself.
 
     One task at a time reads the channel: the run's own task first, then
     runner tasks of the group (see ``_runners``). The task that reads a call
@@ -263,6 +268,7 @@ class _Session:
         "queued",
         "runners",
         "scope",
+        "shield_calls",
         "tool_names",
         "worker",
     )
@@ -276,9 +282,11 @@ class _Session:
         memory_baseline: int = 0,
         on_log: Callable[[str], None] | None = None,
         call_group: anyio.abc.TaskGroup | None = None,
+        shield_calls: bool = False,
     ) -> None:
         self.worker = worker
         self.call_group = call_group
+        self.shield_calls = shield_calls
         self.on_log = on_log
         self.log_failed = False
         self.memory_baseline = memory_baseline
@@ -428,10 +436,12 @@ class _Session:
         """Cancel the run's jobs in the call group; wait for those that may touch the channel.
 
         A job answering a call does not hold the run: the call goes on in the
-        call group if it shields itself, and its answer is dropped.
+        call group if it shields itself (or with ``shield_calls``, where it is
+        not cancelled), and its answer is dropped.
         """
-        for scope in self.jobs:
-            scope.cancel()
+        for scope, touching in self.jobs.items():
+            if touching or not self.shield_calls:
+                scope.cancel()
         if any(self.jobs.values()):
             self.jobs_gone = anyio.Event()
             with anyio.CancelScope(shield=True):

@@ -235,6 +235,7 @@ class PyodideRuntime(Runtime):
         cancel: CancelSignal | None,
         on_log: Callable[[str], None] | None,
         call_group: anyio.abc.TaskGroup | None = None,
+        shield_calls: bool = False,
     ) -> RunOutcome:
         if cancel is not None and cancel.aborted:
             outcome = RunOutcome.failure("cancelled", "the run was cancelled before it started")
@@ -242,7 +243,15 @@ class PyodideRuntime(Runtime):
         worker = self._acquire(self._profile(limits))
         try:
             outcome = await self._drive(
-                worker, code, tool_names, call_tool, limits, cancel, on_log, call_group
+                worker,
+                code,
+                tool_names,
+                call_tool,
+                limits,
+                cancel,
+                on_log,
+                call_group=call_group,
+                shield_calls=shield_calls,
             )
             return dataclasses.replace(outcome, isolation=self._isolation)
         finally:
@@ -273,6 +282,7 @@ class PyodideRuntime(Runtime):
         cancel: CancelSignal | None,
         on_log: Callable[[str], None] | None,
         call_group: anyio.abc.TaskGroup | None = None,
+        shield_calls: bool = False,
     ) -> RunOutcome:
         # Wait for "ready" (or a dead worker) before the program's clock starts:
         # loading Pyodide is the runtime's time, bounded on its own.
@@ -308,6 +318,7 @@ class PyodideRuntime(Runtime):
                 memory_baseline=worker.rss_bytes(),  # Deno's own, not the program's
                 on_log=on_log,
                 call_group=call_group,
+                shield_calls=shield_calls,
             )
             watchers.cancel_scope.cancel()
         if not worker.finished and outcome.kind in ("crashed", "memory", "timeout"):

@@ -113,3 +113,46 @@ async def _a_run_cancelled_from_outside_lets_go_of_its_calls(runtime: Runtime) -
         assert not outer.cancelled_caught
     assert tools.cancelled == 1
     assert tools.in_flight == 0
+
+
+@check()
+async def _with_shield_calls_the_run_neither_cancels_nor_waits_for_a_call(
+    runtime: Runtime,
+) -> None:
+    # As above, but the call does not shield itself: the run leaves it alone.
+    release = anyio.Event()
+    started = anyio.Event()
+    finished: list[str] = []
+    cancelled: list[str] = []
+
+    async def call_tool(name: str, args: Any) -> ToolAnswer:
+        if name == "echo":
+            return ToolAnswer.success(args)
+        started.set()
+        try:
+            await release.wait()
+        except anyio.get_cancelled_exc_class():
+            cancelled.append(name)
+            raise
+        finished.append(name)
+        return ToolAnswer.success("late")
+
+    code = (
+        "import asyncio\nasyncio.ensure_future(tools.hang())\nawait tools.echo({})\nprint('done')"
+    )
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as group:
+            outcome = await runtime.run(
+                code,
+                tool_names=TOOL_NAMES,
+                call_tool=call_tool,
+                call_group=group,
+                shield_calls=True,
+            )
+            assert outcome.ok, outcome.message
+            assert outcome.logs == ["done"]
+            assert started.is_set()
+            assert not finished, "the run waited for a call it should have let go"
+            release.set()
+    assert finished == ["hang"]
+    assert not cancelled, "the run cancelled a call it was told to leave alone"

@@ -104,6 +104,7 @@ class InProcessRuntime(Runtime):
         cancel: CancelSignal | None,
         on_log: Callable[[str], None] | None,
         call_group: anyio.abc.TaskGroup | None = None,
+        shield_calls: bool = False,
     ) -> RunOutcome:
         try:
             asyncio.get_running_loop()
@@ -111,7 +112,8 @@ class InProcessRuntime(Runtime):
             raise RuntimeError("InProcessRuntime runs programs in an asyncio event loop") from None
         self.runs += 1
         names = tool_names.in_order()
-        return await _InProcessRun(code, names, call_tool, limits, on_log, call_group).run(cancel)
+        run = _InProcessRun(code, names, call_tool, limits, on_log, call_group, shield_calls)
+        return await run.run(cancel)
 
 
 class _Stopped(BaseException):
@@ -138,11 +140,15 @@ class _InProcessRun:
         limits: Limits,
         on_log: Callable[[str], None] | None,
         call_group: anyio.abc.TaskGroup | None = None,
+        shield_calls: bool = False,
     ) -> None:
         self.code = code
         # Calls are answered in tasks of call_group (when given), each in a
-        # cancel scope the run cancels as it ends, without waiting for them.
+        # cancel scope the run cancels as it ends (unless shield_calls: then
+        # shielded from the group's owner, as the subprocess runtime's, and
+        # left to end), without waiting for them.
         self.call_group = call_group
+        self.shield_calls = shield_calls
         self.answering: set[anyio.CancelScope] = set()
         self.tool_names = tool_names
         self.call_tool = call_tool
@@ -417,8 +423,9 @@ class _InProcessRun:
         """:meth:`answer` in a task of the call group, which the run ends without waiting."""
         if self.outcome is not None:
             return  # too late to start
-        with anyio.CancelScope() as scope:
-            self.answering.add(scope)
+        with anyio.CancelScope(shield=self.shield_calls) as scope:
+            if not self.shield_calls:
+                self.answering.add(scope)
             try:
                 await self.answer(future, call_id, name, args)
             finally:

@@ -108,6 +108,16 @@ async def test_bad_arguments_raise_before_the_backend_runs(
     assert backend.given == []
 
 
+async def test_shield_calls_without_a_call_group_is_refused() -> None:
+    backend = _Recording()
+    with pytest.raises(ValueError, match="shield_calls needs a call_group"):
+        await backend.run("return 1", tool_names=[], call_tool=ToolBox(), shield_calls=True)
+    assert backend.given == []
+    # Not asked for: a backend's _run that predates it is called as before.
+    await backend.run("return 1", tool_names=[], call_tool=ToolBox(), shield_calls=False)
+    assert len(backend.given) == 1
+
+
 async def test_a_closed_runtime_refuses_to_run_and_closes_once() -> None:
     async with _Recording() as backend:
         assert not backend.closed
