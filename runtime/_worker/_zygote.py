@@ -61,6 +61,7 @@ from ._bootstrap import (
     new_worker_loop,
     serve,
     set_cpu_policy,
+    warm_up,
 )
 from ._protocol import encode_frame
 
@@ -423,6 +424,9 @@ def main(options_json: str) -> NoReturn:
     try:
         sandbox = _load_layers(settings.restricted)
         _preimport(options["preimport"])
+        # Before the trust pass: whatever the warm-up loads is loaded in every worker too.
+        with contextlib.suppress(Exception):  # (only a speed-up: a worker's prewarm says why)
+            warm_up(settings)
         # The import guard's trusted code, found once here rather than in every worker.
         importlib.import_module("runtime._worker._imports").trust_loaded_modules()
         # After the imports, so every mapped library is seen: what each worker
