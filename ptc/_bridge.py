@@ -244,7 +244,7 @@ class Bridge:
             return ToolAnswer.failure(
                 result.error.message, code=None if info is None else info.code
             )
-        return ToolAnswer.success(result.value)
+        return ToolAnswer(ok=True, value=result.value)
 
     def _forget(self, pending: SubCall) -> None:
         with contextlib.suppress(ValueError):

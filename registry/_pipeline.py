@@ -6,6 +6,7 @@ import dataclasses
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -474,7 +475,10 @@ async def _invoke_body(run: _Run, wrapper_signal: AbortSignal) -> ToolResult:
             try:
                 run.body_started = True
                 pending = run.compiled.definition.execute(arguments, ctx)
-                value = await pending if inspect.isawaitable(pending) else pending
+                if type(pending) is CoroutineType or inspect.isawaitable(pending):
+                    value = await pending
+                else:
+                    value = pending
                 returned = True
             except ToolError as exc:
                 outcome = ToolFailure.of(
