@@ -35,17 +35,24 @@ __all__ = ["ZYGOTE_BOOT", "SpawnedZygote", "ZygoteSettings", "spawn_zygote", "zy
 #: ``python -c`` text that imports ``runtime._worker._zygote`` without running
 #: ``runtime/__init__`` (which pulls in the host side) and calls its ``main``
 #: with ``argv[2]``. The cyclic GC is off until ``main`` has imported everything
-#: (it collects once then, and turns it back on).
+#: (then it freezes what there is, and turns it back on). The modules of the
+#: options' ``"never"`` are marked absent first (see :data:`_NEVER_LOADED`).
 ZYGOTE_BOOT = (
     "import gc;gc.disable();"
-    "import sys,types;m=types.ModuleType('runtime');m.__path__=[sys.argv[1]];"
-    "sys.modules['runtime']=m;import json;sys.path[:0]=json.loads(sys.argv[2])['paths'];"
+    "import sys,types,json;o=json.loads(sys.argv[2]);m=types.ModuleType('runtime');"
+    "m.__path__=[sys.argv[1]];sys.modules['runtime']=m;"
+    "sys.modules.update(dict.fromkeys(o['never']));sys.path[:0]=o['paths'];"
     "from runtime._worker._zygote import main;main(sys.argv[2])"
 )
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # runtime/
 # Modules the bootstrap itself needs in every worker.
 _BOOTSTRAP_MODULES = ("asyncio",)
+#: Modules asyncio loads for what no worker can do (TLS: a worker has no
+#: network), kept out of the zygote unless the allow-list names them: 4-6 ms
+#: less of its boot, on the path of a cold ``ptc run``, and no TLS library
+#: mapped in any worker. asyncio does without (``ssl`` is optional to it).
+_NEVER_LOADED = ("ssl",)
 
 
 class ZygoteSettings(NamedTuple):
@@ -160,6 +167,7 @@ def spawn_zygote(settings: ZygoteSettings) -> SpawnedZygote:
         "paths": _dependency_paths(settings.restricted),
         "allowed": None if settings.allowed_modules is None else sorted(settings.allowed_modules),
         "preimport": list(settings.preimport),
+        "never": [name for name in _NEVER_LOADED if name not in (settings.allowed_modules or ())],
         "restricted": settings.restricted,
     }
     command = [settings.python, "-I", "-S", "-X", "utf8", "-c", ZYGOTE_BOOT, _PACKAGE_DIR]

@@ -33,6 +33,7 @@ from runtime import (
 from runtime._host._pool import Worker, take_greeting
 from runtime._host._session import OpenRuns, drive_run
 from runtime._worker._bootstrap import WorkerSettings, _prewarm, compile_for_worker, compile_program
+from runtime._worker._imports import DEFAULT_ALLOWED_MODULES
 from runtime._worker._protocol import FrameDecoder, NotJsonError, ProtocolError, check_json
 from runtime.testing import ManualCancel, ToolBox
 
@@ -913,3 +914,24 @@ async def test_a_runtime_that_cannot_start_raises_its_own_error(tmp_path: Path) 
             await backend.start()
         with pytest.raises(WorkerStartError):
             await backend.run("return 1", tool_names=[], call_tool=ToolBox())
+
+
+async def test_the_zygote_keeps_asyncios_tls_out_unless_the_allow_list_names_it() -> None:
+    # ssl is optional to asyncio and of no use without a network: by default no
+    # worker has it loaded (nor its library mapped)...
+    looking = [*DEFAULT_ALLOWED_MODULES, "sys"]
+    async with SubprocessRuntime(allowed_modules=looking, spares=0) as backend:
+        outcome = await backend.run(
+            "import sys, asyncio\nreturn [sys.modules.get('ssl') is None, 'asyncio' in sys.modules]",
+            tool_names=[],
+            call_tool=ToolBox(),
+        )
+    assert outcome.ok, outcome.message
+    assert outcome.result == [True, True]
+    # ...but an allow-list that names it gets it.
+    async with SubprocessRuntime(allowed_modules=[*DEFAULT_ALLOWED_MODULES, "ssl"]) as backend:
+        outcome = await backend.run(
+            "import ssl\nreturn ssl.OPENSSL_VERSION.split()[0]", tool_names=[], call_tool=ToolBox()
+        )
+    assert outcome.ok, outcome.message
+    assert outcome.result in ("OpenSSL", "LibreSSL")
