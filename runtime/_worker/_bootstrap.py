@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import functools
 import linecache
 import marshal
 import os
@@ -677,6 +678,32 @@ class _PrewarmRun(_ChannelRun):
             self.loop.call_soon(self.received, b"".join(answers))
 
 
+@functools.cache
+def _prewarm_start(restricted: bool) -> bytes:
+    """The prewarm run's start, as the host would send it (compiled, names apart).
+
+    Made once, by the zygote's :func:`warm_up`: every worker inherits it
+    rather than compiling the program again (0.3-0.6 ms each).
+    """
+    frame = run_frame(
+        _PREWARM_CODE,
+        None,  # in a frame of their own, as the host sends them
+        max_output_bytes=1 << 20,
+        max_tool_calls=_PREWARM_CALLS,
+        max_message_bytes=1 << 20,
+        compiled=True,
+    )
+    names = pack_names(["prewarm"]).encode()
+    compiled = marshal.dumps(_compile_source(_PREWARM_CODE, restricted=restricted))
+    return (
+        encode_frame(frame)
+        + HEADER.pack(len(names))
+        + names
+        + HEADER.pack(len(compiled))
+        + compiled
+    )
+
+
 def _prewarm(
     sock: socket.socket, loop: asyncio.AbstractEventLoop, settings: WorkerSettings
 ) -> None:
@@ -689,25 +716,9 @@ def _prewarm(
     """
     run = _PrewarmRun(sock, loop, settings)
     run.final = False
-    frame = run_frame(
-        _PREWARM_CODE,
-        None,  # in a frame of their own, as the host sends them
-        max_output_bytes=1 << 20,
-        max_tool_calls=_PREWARM_CALLS,
-        max_message_bytes=1 << 20,
-        compiled=True,
-    )
-    names = pack_names(["prewarm"]).encode()
-    compiled = marshal.dumps(_compile(_PREWARM_CODE, settings))
     stdout, stderr = sys.stdout, sys.stderr
     try:
-        run.received(
-            encode_frame(frame)
-            + HEADER.pack(len(names))
-            + names
-            + HEADER.pack(len(compiled))
-            + compiled
-        )
+        run.received(_prewarm_start(settings.restricted))
         if run.setup_error is not None:
             raise run.setup_error
         loop.run_forever()  # until the program's task is done

@@ -32,7 +32,13 @@ from runtime import (
 )
 from runtime._host._pool import Worker, take_greeting
 from runtime._host._session import OpenRuns, drive_run
-from runtime._worker._bootstrap import WorkerSettings, _prewarm, compile_for_worker, compile_program
+from runtime._worker._bootstrap import (
+    WorkerSettings,
+    _prewarm,
+    compile_for_worker,
+    compile_program,
+    warm_up,
+)
 from runtime._worker._imports import DEFAULT_ALLOWED_MODULES
 from runtime._worker._protocol import FrameDecoder, NotJsonError, ProtocolError, check_json
 from runtime.testing import ManualCancel, ToolBox
@@ -137,6 +143,18 @@ def test_the_prewarm_answers_its_own_calls_and_sends_nothing(restricted: bool) -
         loop.close()
         ours.close()
         host.close()
+
+
+def test_the_zygotes_warm_up_leaves_nothing_open_and_no_loop_set() -> None:
+    # warm_up runs the prewarm program in the zygote before it forks: whatever it
+    # opened (loops, their selectors and self-pipes, the channel) is closed again,
+    # or every worker would inherit it.
+    before = sorted(os.listdir("/proc/self/fd"))
+    warm_up(WorkerSettings(allowed_modules=frozenset(), restricted=False), rounds=2)
+    assert sorted(os.listdir("/proc/self/fd")) == before
+    with pytest.raises(RuntimeError):
+        asyncio.get_running_loop()
+    assert asyncio.get_event_loop_policy()._local._loop is None  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------------- greetings
