@@ -216,6 +216,10 @@ class RunOutcome:
 _IN_ORDER = "in order"  # the key of ToolNames.in_order's value
 
 
+#: How many lists of tool names a runtime remembers the check of (see ``Runtime._checked_names``).
+_RECENT_NAMES: Final = 8
+
+
 class ToolNames(frozenset[str]):
     """The checked tool names of a run, as :meth:`Runtime._run` receives them.
 
@@ -283,6 +287,8 @@ class Runtime(abc.ABC):
     # (Class defaults, so that a subclass that does not call ``__init__`` works.)
     _limits: Limits = _DEFAULT_LIMITS
     _closed: bool = False
+    # The last lists (or tuples) of names runs were given, as tuples, and their checks.
+    _recent_names: dict[tuple[object, ...], ToolNames] | None = None
 
     def __init__(self, *, limits: Limits | None = None) -> None:
         self._limits = limits if limits is not None else _DEFAULT_LIMITS
@@ -356,7 +362,7 @@ class Runtime(abc.ABC):
             if call_group is None:
                 raise ValueError("shield_calls needs a call_group, where the calls go on")
             options["shield_calls"] = True
-        names = check_tool_names(tool_names)
+        names = self._checked_names(tool_names)
         if self._closed:
             raise RuntimeClosedError(self.name)
         return await self._run(
@@ -368,6 +374,32 @@ class Runtime(abc.ABC):
             on_log=on_log,
             **options,
         )
+
+    def _checked_names(self, tool_names: Iterable[str]) -> ToolNames:
+        """``check_tool_names(tool_names)``, the same value again for a list of names seen lately.
+
+        A caller that passes a list each run (rather than keeping a
+        :class:`ToolNames`) pays a lookup among the last
+        :data:`_RECENT_NAMES` lists (one hash per name, cached by the
+        string), not the check, sort and encoding of every name: 5,000 names
+        cost about as much as 10 (``bench_overhead.py`` (b)).
+        """
+        if type(tool_names) is not list and type(tool_names) is not tuple:
+            return check_tool_names(tool_names)
+        recent = self._recent_names
+        if recent is None:
+            recent = self._recent_names = {}
+        key = tuple(tool_names)
+        try:
+            names = recent.get(key)
+        except TypeError:  # an unhashable name: the check says what is wrong
+            return check_tool_names(tool_names)
+        if names is None:
+            names = check_tool_names(tool_names)
+            if len(recent) >= _RECENT_NAMES:
+                del recent[next(iter(recent))]  # the oldest
+            recent[key] = names
+        return names
 
     @abc.abstractmethod
     async def _run(

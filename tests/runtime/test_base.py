@@ -91,6 +91,28 @@ async def test_names_in_order_come_from_the_callers_list_or_are_sorted_once() ->
     assert third.in_order() == ["a", "b"]  # each name once
 
 
+async def test_the_same_list_of_names_again_is_not_checked_again() -> None:
+    backend = _Recording()
+    names = [f"tool_{i}" for i in range(50)]
+    await backend.run("", tool_names=names, call_tool=ToolBox())
+    await backend.run("", tool_names=list(names), call_tool=ToolBox())  # equal, not the same
+    await backend.run("", tool_names=["other"], call_tool=ToolBox())  # sets taking turns
+    await backend.run("", tool_names=tuple(names), call_tool=ToolBox())
+    first, second, other, fourth = (given["tool_names"] for given in backend.given)
+    assert second is first and fourth is first and other == {"other"}
+    # Changed in place: checked anew, never the stale value.
+    names.append("another")
+    await backend.run("", tool_names=names, call_tool=ToolBox())
+    assert backend.given[-1]["tool_names"] == {*first, "another"}
+    names[0] = "bad\nname"
+    with pytest.raises(ValueError, match="holds no line break"):
+        await backend.run("", tool_names=names, call_tool=ToolBox())
+    assert len(backend.given) == 5
+    # A list with an unhashable item is refused as before (by the frozenset).
+    with pytest.raises(TypeError, match="unhashable"):
+        await backend.run("", tool_names=["ok", ["no"]], call_tool=ToolBox())  # type: ignore[list-item]
+
+
 @pytest.mark.parametrize(
     ("code", "names", "error", "message"),
     [
