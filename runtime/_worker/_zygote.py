@@ -46,7 +46,6 @@ import shutil
 import signal
 import socket
 import sys
-import tempfile
 import types
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -170,7 +169,7 @@ class _ForkServer:
             with contextlib.suppress(OSError):
                 os.write(status_w, b"%d %.3f %d" % (status, cpu, usage.ru_maxrss))
             os.close(status_w)
-            shutil.rmtree(workdir, ignore_errors=True)
+            _remove_workdir(workdir)
 
     def shutdown(self) -> NoReturn:
         for pid in self.children:
@@ -185,7 +184,7 @@ class _ForkServer:
             entry = self.children.pop(pid, None)
             if entry is not None:
                 os.close(entry[0])
-                shutil.rmtree(entry[1], ignore_errors=True)
+                _remove_workdir(entry[1])
         os._exit(0)
 
     def map_ids(self, ask: int) -> None:
@@ -219,7 +218,11 @@ class _ForkServer:
     def fork(self, request: dict[str, Any]) -> None:
         request_id = request["id"]
         try:
-            workdir = tempfile.mkdtemp(prefix="run-", dir=self.tmp)
+            # Named by the request: ids are unique for the zygote's life, and
+            # its directory is its own (mode 0700; mkdtemp's random names and
+            # their retries would buy nothing here but work on every fork).
+            workdir = os.path.join(self.tmp, f"run-{int(request_id)}")
+            os.mkdir(workdir, 0o700)
             host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         except OSError as exc:
             self.ctl.send(orjson.dumps({"id": request_id, "error": str(exc)}))
@@ -248,7 +251,7 @@ class _ForkServer:
             child_end.close()
             for fd in (*(pipes or ()), *(lifeline or ())):
                 os.close(fd)
-            shutil.rmtree(workdir, ignore_errors=True)
+            _remove_workdir(workdir)
             self.ctl.send(orjson.dumps({"id": request_id, "error": f"fork failed: {exc}"}))
             return
         if pid == 0:
@@ -371,6 +374,14 @@ def _ask_for_id_maps(ask: int, answer: int, unshared: bool) -> bool:
     finally:
         os.close(ask)
         os.close(answer)
+
+
+def _remove_workdir(workdir: str) -> None:
+    """Remove a worker's directory: most programs leave it empty, so try that first."""
+    try:
+        os.rmdir(workdir)
+    except OSError:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _kill_worker(pid: int) -> None:

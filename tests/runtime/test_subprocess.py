@@ -589,6 +589,28 @@ async def test_no_leaks_and_clean_shutdown() -> None:
         await backend.run("return 1", tool_names=[], call_tool=ToolBox())
 
 
+async def test_the_work_directory_goes_with_its_worker_whatever_the_program_left_in_it() -> None:
+    # An empty one is removed with one rmdir; one the program left a file in,
+    # whole (no file can hold a byte, RLIMIT_FSIZE is 0, but one can be made).
+    async with SubprocessRuntime(spares=0) as backend:
+        tmp = None
+        for code, expected in [
+            ("return 1", 1),
+            (
+                "open('/tmp/note.txt', 'w').close()\n"
+                "with open('/tmp/note.txt') as f:\n    return ['made', f.read()]",
+                ["made", ""],
+            ),
+        ]:
+            outcome = await backend.run(code, tool_names=[], call_tool=ToolBox())
+            assert outcome.ok and outcome.result == expected, outcome
+            zygote = backend._pool._zygote
+            assert zygote is not None
+            tmp = zygote.tmp
+            await _settle(lambda: os.listdir(tmp) == [])  # noqa: B023
+        assert tmp is not None
+
+
 async def test_no_spares_and_own_limits() -> None:
     async with SubprocessRuntime(layers=(), spares=0, limits=Limits(timeout=5)) as backend:
         assert backend.limits.timeout == 5
