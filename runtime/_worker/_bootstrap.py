@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-import functools
 import linecache
 import marshal
 import os
@@ -50,8 +49,6 @@ from ._program import (
     log_cost,
     memory_message,
     overflow_frames,
-    pack_names,
-    run_frame,
     syntax_message,
 )
 from ._program import format_program_exception as _format_exception
@@ -80,7 +77,6 @@ __all__ = [
     "new_worker_loop",
     "serve",
     "set_cpu_policy",
-    "warm_up",
 ]
 
 # Exit codes, for a reader of the worker's status: the host decides nothing
@@ -568,15 +564,14 @@ def serve(
 ) -> NoReturn:
     """Announce readiness, run the one program the host sends, report, exit.
 
-    The event loop is warm (it ran the prewarm program) and its reader is
-    registered while the worker waits as a spare; the run's start is read
+    The event loop is warm (it ran the prewarm program, ``_prewarm``) and its
+    reader is registered while the worker waits as a spare; the run's start is read
     directly and starts the program's task before the loop runs it.
     ``replies``, the loop's selector when it is a :class:`ReplySelector`, is
     told of each tool call sent. ``start_bytes``: how big the host expects
     the run's start to be (see :func:`start_room`).
     """
     asyncio.set_event_loop(loop)
-    _prewarm(sock, loop, settings)
     run = _ChannelRun(sock, loop, settings, replies)
     loop.add_reader(sock.fileno(), run.on_readable)
     # The allow-list is in place before "ready", not set up while a program
@@ -649,114 +644,6 @@ def _report_failure(run: _ChannelRun, exc: BaseException) -> NoReturn:
     except MemoryError:
         # Not even that: the host finds the worker gone and asks the kernel.
         os._exit(EXIT_MEMORY)
-
-
-# No imports: the allow-list may be anything. The calls go one by one, then
-# many at once (sent in one batch). Run in the zygote (``warm_up``) enough times
-# for the interpreter to specialise the code they run through; once per worker.
-_PREWARM_CODE = """\
-values = [i * 2 for i in range(3)]
-for i in range(3):
-    await tools.prewarm({"i": i})
-pending = [tools.prewarm({"i": i}) for i in range(4)]
-answers = [await call for call in pending]
-return {"n": len(values) + len(answers), "ok": [str(v) for v in values]}
-"""
-_PREWARM_CALLS = 7
-
-
-class _PrewarmRun(_ChannelRun):
-    """A run whose frames go nowhere: its tool calls are answered (echoed) here."""
-
-    def send_bytes(self, data: bytes) -> None:
-        answers = [
-            encode_frame({"type": "answer", "id": frame["id"], "ok": True, "value": frame["args"]})
-            for frame in map(orjson.loads, FrameDecoder(len(data)).feed(data))
-            if frame["type"] == "call"
-        ]
-        if answers:
-            self.loop.call_soon(self.received, b"".join(answers))
-
-
-@functools.cache
-def _prewarm_start(restricted: bool) -> bytes:
-    """The prewarm run's start, as the host would send it (compiled, names apart).
-
-    Made once, by the zygote's :func:`warm_up`: every worker inherits it
-    rather than compiling the program again (0.3-0.6 ms each).
-    """
-    frame = run_frame(
-        _PREWARM_CODE,
-        None,  # in a frame of their own, as the host sends them
-        max_output_bytes=1 << 20,
-        max_tool_calls=_PREWARM_CALLS,
-        max_message_bytes=1 << 20,
-        compiled=True,
-    )
-    names = pack_names(["prewarm"]).encode()
-    compiled = marshal.dumps(_compile_source(_PREWARM_CODE, restricted=restricted))
-    return (
-        encode_frame(frame)
-        + HEADER.pack(len(names))
-        + names
-        + HEADER.pack(len(compiled))
-        + compiled
-    )
-
-
-def _prewarm(
-    sock: socket.socket, loop: asyncio.AbstractEventLoop, settings: WorkerSettings
-) -> None:
-    """Walk a run's own code path once, while the worker is a spare.
-
-    No frames are sent and there is no import guard. A fork's copy-on-write
-    faults (and the interpreter's first-call work on each function) then happen
-    before a program waits, not while it does: from the frames a run starts
-    with to the bytes of its final frame.
-    """
-    run = _PrewarmRun(sock, loop, settings)
-    run.final = False
-    stdout, stderr = sys.stdout, sys.stderr
-    try:
-        run.received(_prewarm_start(settings.restricted))
-        if run.setup_error is not None:
-            raise run.setup_error
-        loop.run_forever()  # until the program's task is done
-        task = run.task
-        value = task.result() if task is not None else None
-        run.flush()
-        orjson.loads(run.result_frame(value)[4:])
-    finally:
-        sys.stdout, sys.stderr = stdout, stderr
-        linecache.cache.pop(PROGRAM_FILENAME, None)
-
-
-def warm_up(settings: WorkerSettings, rounds: int = 8) -> None:
-    """Run the prewarm program in this process, on loops of its own: the zygote's, before it forks.
-
-    The interpreter specialises the code a run goes through as it runs it,
-    writing into the code objects, and fills its caches: done here, once,
-    every worker inherits the result instead of redoing it on freshly copied
-    pages. A worker's own prewarm then only has to fault in the pages a run
-    touches, which a short program does as well as a long one: 7 calls, not
-    36. Together, on a 2-core VM: about 15 % more runs/s
-    (``bench_throughput.py``, back to back 156-166 -> 181-194), the same
-    hand-off (0.80-0.84 ms); about 2 ms more of the zygote's boot. The loops
-    and sockets used here are closed again.
-    """
-    ours, theirs = socket.socketpair()
-    try:
-        for _ in range(rounds):
-            loop, _replies = new_worker_loop()
-            asyncio.set_event_loop(loop)
-            try:
-                _prewarm(ours, loop, settings)
-            finally:
-                asyncio.set_event_loop(None)
-                loop.close()
-    finally:
-        ours.close()
-        theirs.close()
 
 
 def set_cpu_policy(*, background: bool) -> None:

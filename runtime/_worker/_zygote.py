@@ -34,6 +34,7 @@ host reports why (there is no fallback with fewer layers).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import gc
@@ -60,8 +61,8 @@ from ._bootstrap import (
     new_worker_loop,
     serve,
     set_cpu_policy,
-    warm_up,
 )
+from ._prewarm import prewarm, warm_up
 from ._protocol import encode_frame
 
 __all__ = ["main"]
@@ -324,6 +325,8 @@ class _ForkServer:
             start_bytes = request.get("start_bytes", 0)
             if type(start_bytes) is not int:
                 start_bytes = 0
+            asyncio.set_event_loop(loop)
+            prewarm(sock, loop, self.settings)  # (sandboxed: what it touches is the worker's)
             serve(sock, loop, layers, self.settings, replies, start_bytes)
         except BaseException as exc:
             self.report_failure(sock, exc)

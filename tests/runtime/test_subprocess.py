@@ -32,14 +32,9 @@ from runtime import (
 )
 from runtime._host._pool import Worker, take_greeting
 from runtime._host._session import OpenRuns, drive_run
-from runtime._worker._bootstrap import (
-    WorkerSettings,
-    _prewarm,
-    compile_for_worker,
-    compile_program,
-    warm_up,
-)
+from runtime._worker._bootstrap import WorkerSettings, compile_for_worker, compile_program
 from runtime._worker._imports import DEFAULT_ALLOWED_MODULES
+from runtime._worker._prewarm import prewarm, warm_up
 from runtime._worker._protocol import FrameDecoder, NotJsonError, ProtocolError, check_json
 from runtime.testing import ManualCancel, ToolBox
 
@@ -134,7 +129,7 @@ def test_the_prewarm_answers_its_own_calls_and_sends_nothing(restricted: bool) -
     stdout = sys.stdout
     loop.call_later(10, loop.stop)  # a prewarm waiting for the host fails, not hangs
     try:
-        _prewarm(ours, loop, WorkerSettings(allowed_modules=frozenset(), restricted=restricted))
+        prewarm(ours, loop, WorkerSettings(allowed_modules=frozenset(), restricted=restricted))
         assert sys.stdout is stdout
         host.setblocking(False)
         with pytest.raises(BlockingIOError):
