@@ -44,30 +44,31 @@ async def _calls_are_answered_in_tasks_of_the_call_group(runtime: Runtime) -> No
     assert parents == [host] * 6, "a call was not answered in a task of call_group"
 
 
-@check()
-async def _the_run_does_not_wait_for_a_call_that_outlives_it(runtime: Runtime) -> None:
-    # The program ends while a call shields itself from the run's end: the run
-    # returns at once; the call goes on in the call group to its end.
+async def _calls_left_as_the_run_ends(
+    runtime: Runtime, *, shield_calls: bool
+) -> tuple[list[str], list[str]]:
+    """End a program while two calls go on: ``hang`` shields itself, ``sleep`` does not.
+
+    Checks that the run returns at once, without waiting for either; then lets
+    both go and returns the calls that finished and those cancelled.
+    """
     release = anyio.Event()
-    started = anyio.Event()
+    started: list[str] = []
     finished: list[str] = []
     cancelled: list[str] = []
 
     async def call_tool(name: str, args: Any) -> ToolAnswer:
         if name == "echo":
             return ToolAnswer.success(args)
-        if name == "hang":
-            started.set()
-            with anyio.CancelScope(shield=True):
-                await release.wait()
-            finished.append(name)
-            return ToolAnswer.success("late")
+        started.append(name)
         try:
-            await anyio.sleep_forever()
+            with anyio.CancelScope(shield=name == "hang"):
+                await release.wait()
         except anyio.get_cancelled_exc_class():
             cancelled.append(name)
             raise
-        raise AssertionError("unreachable")
+        finished.append(name)
+        return ToolAnswer.success("late")
 
     code = (
         "import asyncio\n"
@@ -80,13 +81,25 @@ async def _the_run_does_not_wait_for_a_call_that_outlives_it(runtime: Runtime) -
     with anyio.fail_after(30):
         async with anyio.create_task_group() as group:
             outcome = await runtime.run(
-                code, tool_names=TOOL_NAMES, call_tool=call_tool, call_group=group
+                code,
+                tool_names=TOOL_NAMES,
+                call_tool=call_tool,
+                call_group=group,
+                shield_calls=shield_calls,
             )
             assert outcome.ok, outcome.message
             assert outcome.logs == ["done"]
-            assert started.is_set()
+            assert sorted(started) == ["hang", "sleep"]
             assert not finished, "the run waited for a call it should have let go"
             release.set()
+    return sorted(finished), cancelled
+
+
+@check()
+async def _the_run_does_not_wait_for_a_call_that_outlives_it(runtime: Runtime) -> None:
+    # The call that shields itself from the run's end goes on in the call group
+    # to its end; the other is cancelled.
+    finished, cancelled = await _calls_left_as_the_run_ends(runtime, shield_calls=False)
     assert finished == ["hang"]
     assert cancelled == ["sleep"]
 
@@ -119,40 +132,7 @@ async def _a_run_cancelled_from_outside_lets_go_of_its_calls(runtime: Runtime) -
 async def _with_shield_calls_the_run_neither_cancels_nor_waits_for_a_call(
     runtime: Runtime,
 ) -> None:
-    # As above, but the call does not shield itself: the run leaves it alone.
-    release = anyio.Event()
-    started = anyio.Event()
-    finished: list[str] = []
-    cancelled: list[str] = []
-
-    async def call_tool(name: str, args: Any) -> ToolAnswer:
-        if name == "echo":
-            return ToolAnswer.success(args)
-        started.set()
-        try:
-            await release.wait()
-        except anyio.get_cancelled_exc_class():
-            cancelled.append(name)
-            raise
-        finished.append(name)
-        return ToolAnswer.success("late")
-
-    code = (
-        "import asyncio\nasyncio.ensure_future(tools.hang())\nawait tools.echo({})\nprint('done')"
-    )
-    with anyio.fail_after(30):
-        async with anyio.create_task_group() as group:
-            outcome = await runtime.run(
-                code,
-                tool_names=TOOL_NAMES,
-                call_tool=call_tool,
-                call_group=group,
-                shield_calls=True,
-            )
-            assert outcome.ok, outcome.message
-            assert outcome.logs == ["done"]
-            assert started.is_set()
-            assert not finished, "the run waited for a call it should have let go"
-            release.set()
-    assert finished == ["hang"]
+    # Neither call is cancelled: both go on in the call group to their end.
+    finished, cancelled = await _calls_left_as_the_run_ends(runtime, shield_calls=True)
+    assert finished == ["hang", "sleep"]
     assert not cancelled, "the run cancelled a call it was told to leave alone"
