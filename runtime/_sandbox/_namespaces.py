@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import functools
 import os
 import signal
 from collections.abc import Iterable
@@ -87,6 +88,14 @@ _LOCKABLE_FLAGS: Final = (
 )
 
 _SYS_PIVOT_ROOT: Final = {"x86_64": 155, "aarch64": 41}
+# New system calls share one number on every architecture.
+_SYS_MOUNT_SETATTR: Final = 442
+_AT_FDCWD: Final = -100
+_AT_RECURSIVE: Final = 0x8000
+_MOUNT_ATTR_RDONLY: Final = 0x1
+_MOUNT_ATTR_NOSUID: Final = 0x2
+_MOUNT_ATTR_NODEV: Final = 0x4
+_MOUNT_ATTR_NOEXEC: Final = 0x8
 
 _DEVICES: Final = ("/dev/null", "/dev/zero", "/dev/urandom")
 
@@ -208,23 +217,45 @@ def map_self(uid: int, gid: int) -> None:
     _write("/proc/self/uid_map", f"0 {uid} 1\n")
 
 
-def _bind(source_fd: int, target: str, *, read_only: bool) -> None:
-    _mount(f"/proc/self/fd/{source_fd}", target, None, _MS_BIND | _MS_REC, None)
-    if read_only:
-        # A bind mount of a mount inherited from a more privileged namespace keeps
-        # its locked flags (atime, nosuid...): a remount must repeat them or fails.
-        locked = os.statvfs(target).f_flag & _LOCKABLE_FLAGS
-        flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV | locked
-        _mount(None, target, None, flags, None)
+class _MountAttr(ctypes.Structure):
+    _fields_ = (
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    )
 
 
-def _make_mount_point(target: str, *, directory: bool) -> str:
-    if directory:
-        os.makedirs(target, mode=0o755, exist_ok=True)
-    else:
-        os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
-        os.close(os.open(target, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
-    return target
+def _restrict(target: str, attributes: int, *, recursive: bool) -> bool:
+    """Add ``MOUNT_ATTR_*`` restrictions to the mount at ``target`` (and the ones below).
+
+    ``mount_setattr(2)`` only sets what it is given, so flags locked by a more
+    privileged namespace stay as they are. Returns ``False`` where the kernel
+    has no such call (before 5.12): the caller remounts instead.
+    """
+    attr = _MountAttr(attributes, 0, 0, 0)
+    result = syscall(
+        ctypes.c_long(_SYS_MOUNT_SETATTR),
+        ctypes.c_int(_AT_FDCWD),
+        os.fsencode(target),
+        ctypes.c_uint(_AT_RECURSIVE if recursive else 0),
+        ctypes.byref(attr),
+        ctypes.c_size_t(ctypes.sizeof(attr)),
+    )
+    if result == 0:
+        return True
+    err = ctypes.get_errno()
+    if err == errno.ENOSYS:
+        return False
+    raise OSError(err, f"mount_setattr {target!r}: {os.strerror(err)}")
+
+
+def _remount(target: str, flags: int) -> None:
+    """``_restrict`` without ``mount_setattr``: a bind remount repeating the locked flags."""
+    locked = os.statvfs(target).f_flag & _LOCKABLE_FLAGS
+    if not flags & _MS_RDONLY:
+        locked &= ~_MS_RDONLY
+    _mount(None, target, None, _MS_REMOUNT | _MS_BIND | flags | locked, None)
 
 
 def _pivot_root_number() -> int:
@@ -232,6 +263,21 @@ def _pivot_root_number() -> int:
     if machine not in _SYS_PIVOT_ROOT:
         raise OSError(errno.ENOSYS, f"pivot_root: unsupported machine {machine}")
     return _SYS_PIVOT_ROOT[machine]
+
+
+@functools.lru_cache(maxsize=8)
+def _mount_points(read_only: tuple[str, ...], devices: tuple[str, ...]) -> tuple[str, ...]:
+    """The directories of a new root, relative and parents first, for these mounts.
+
+    Made with one ``mkdir`` each, in this order, on the empty tmpfs.
+    """
+    wanted = [*read_only, *(os.path.dirname(device) for device in devices), SANDBOX_WORKDIR]
+    points: dict[str, None] = {}
+    for path in wanted:
+        parts = path.strip("/").split("/")
+        for depth in range(1, len(parts) + 1):
+            points["./" + "/".join(parts[:depth])] = None
+    return tuple(points)
 
 
 def build_private_root(workdir: str, read_only: Iterable[str]) -> list[str]:
@@ -260,7 +306,13 @@ def build_private_root(workdir: str, read_only: Iterable[str]) -> list[str]:
         for path in sorted(set(read_only)):
             with contextlib.suppress(FileNotFoundError, PermissionError, NotADirectoryError):
                 binds.append((open_path(path, os.O_DIRECTORY), path))
-        devices = [(open_path(dev), dev) for dev in _DEVICES if os.path.exists(dev)]
+        devices = []
+        for device in _DEVICES:
+            with contextlib.suppress(FileNotFoundError):
+                devices.append((open_path(device), device))
+        mount_points = _mount_points(
+            tuple(path for _, path in binds), tuple(path for _, path in devices)
+        )
         # Keep our mounts from propagating back into the host's namespace.
         _mount(None, "/", None, _MS_REC | _MS_PRIVATE, None)
         # The new root is a tmpfs over the work directory itself (an existing
@@ -279,18 +331,28 @@ def build_private_root(workdir: str, read_only: Iterable[str]) -> list[str]:
         try:
             os.setresgid(0, 0, 0)
             os.setresuid(0, 0, 0)
+            for point in mount_points:
+                os.mkdir(point, 0o755)
+            for _, device in devices:
+                os.close(os.open("." + device, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
             for fd, path in binds:
-                target = _make_mount_point("." + path, directory=True)
-                _bind(fd, target, read_only=True)
-            for fd, path in devices:
-                _bind(fd, _make_mount_point("." + path, directory=False), read_only=False)
-            target = _make_mount_point("." + SANDBOX_WORKDIR, directory=True)
+                _mount(f"/proc/self/fd/{fd}", "." + path, None, _MS_BIND | _MS_REC, None)
+            # The root and the Python installation, read-only in one call; the
+            # devices and the workdir are bound afterwards, writable.
+            if not _restrict(
+                ".", _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV, recursive=True
+            ):
+                for _, path in binds:
+                    _remount("." + path, _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+                _mount(None, ".", None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
+            for fd, device in devices:
+                _mount(f"/proc/self/fd/{fd}", "." + device, None, _MS_BIND, None)
+            target = "." + SANDBOX_WORKDIR
             _mount(f"/proc/self/fd/{work_fd}", target, None, _MS_BIND, None)
             # Files the program writes are data: never set-uid, devices or executables.
-            flags = _MS_REMOUNT | _MS_BIND | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
-            locked = os.statvfs(target).f_flag & _LOCKABLE_FLAGS & ~_MS_RDONLY
-            _mount(None, target, None, flags | locked, None)
-            _mount(None, ".", None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
+            data = _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV | _MOUNT_ATTR_NOEXEC
+            if not _restrict(target, data, recursive=False):
+                _remount(target, _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
             _check(syscall(ctypes.c_long(pivot_root), b".", b"."), "pivot_root")
         except BaseException:
             libc.umount2(b".", ctypes.c_int(_MNT_DETACH))

@@ -523,6 +523,53 @@ def test_host_mount_table_is_untouched(workdir: str) -> None:
     assert mounts() == before
 
 
+@pytest.mark.parametrize("mount_setattr", [True, False], ids=["mount_setattr", "remounts"])
+def test_private_root_is_read_only_but_the_workdir_and_devices(
+    mount_setattr: bool, workdir: str
+) -> None:
+    """The mount flags of the new root, with ``mount_setattr`` and with the remounts
+    of a kernel older than 5.12 (its system call made to fail with ``ENOSYS``)."""
+    stdlib = os.path.dirname(os.__file__)
+
+    def without_mount_setattr() -> None:
+        _namespaces._SYS_MOUNT_SETATTR = 1023  # type: ignore[misc]  # no such call
+
+    def flags(path: str) -> list[str]:
+        value = os.statvfs(path).f_flag
+        names = ("ST_RDONLY", "ST_NOSUID", "ST_NODEV", "ST_NOEXEC")
+        return [name for name in names if value & getattr(os, name)]
+
+    def body() -> dict[str, Any]:
+        return {
+            "root": flags("/"),
+            "stdlib": flags(stdlib),
+            "tmp": flags("/tmp"),
+            "write root": attempt(lambda: write_text("/made")),
+            "write stdlib": attempt(lambda: write_text(os.path.join(stdlib, "made.py"))),
+            "write tmp": attempt(lambda: write_text("/tmp/made")),
+            "write null": attempt(lambda: write_text("/dev/null")),
+            "read urandom": attempt(lambda: len(open("/dev/urandom", "rb").read(4))),
+        }
+
+    outcome = run_sandboxed(
+        body,
+        workdir=workdir,
+        before=None if mount_setattr else without_mount_setattr,
+        **LAYER_SWITCHES["namespaces only"],
+    )
+    results = outcome.results
+    assert outcome.layers["mount-namespace"].active, outcome.report
+    assert results["root"] == ["ST_RDONLY", "ST_NOSUID", "ST_NODEV"]
+    assert results["stdlib"][:3] == ["ST_RDONLY", "ST_NOSUID", "ST_NODEV"]
+    assert results["tmp"] == ["ST_NOSUID", "ST_NODEV", "ST_NOEXEC"]
+    assert results["write root"] == "OSError: EROFS"
+    assert results["write stdlib"] == "OSError: EROFS"
+    assert results["write tmp"] == "ok: 1"
+    assert results["write null"] == "ok: 1"
+    assert results["read urandom"] == "ok: 4"
+    assert os.path.exists(os.path.join(workdir, "made"))
+
+
 def test_workdir_files_belong_to_an_unprivileged_host_id(workdir: str) -> None:
     run_sandboxed(lambda: {"w": attempt(lambda: write_text("made"))}, workdir=workdir)
     info = os.stat(os.path.join(workdir, "made"))
