@@ -92,7 +92,6 @@ from ._libc import (
     PR_CAP_AMBIENT,
     PR_CAP_AMBIENT_CLEAR_ALL,
     PR_CAPBSET_DROP,
-    PR_CAPBSET_READ,
     PR_GET_NO_NEW_PRIVS,
     PR_GET_PDEATHSIG,
     PR_SET_DUMPABLE,
@@ -248,12 +247,13 @@ def prepare_for_workers() -> None:
 
     What it computes or scrubs is inherited by every child forked afterwards:
     the paths the workers read (:func:`python_paths`), whether the kernel
-    closes descriptor ranges, the scrubbed original environment block, the
+    closes descriptor ranges, its last capability number, the scrubbed original environment block, the
     seccomp filter of an init (PID 1 in its namespace). Each worker still
     applies every layer itself; only the preparation is shared.
     """
     python_paths()
     _close_range()
+    _last_capability()
     _clear_environment()
     arch = _seccomp.native_arch()
     if arch is not None:
@@ -637,16 +637,7 @@ def _drop_privileges(namespaces: _Namespaces, report: _Report) -> None:
     if is_root and namespaces.mapping is None:
         os.setgroups([])
     if is_root:
-        dropped = 0
-        for cap in range(64):
-            try:
-                prctl(PR_CAPBSET_DROP, cap)
-                dropped += 1
-            except OSError as exc:
-                if exc.errno == errno.EINVAL:
-                    break  # past the kernel's last capability
-                raise
-        steps.append(f"bounding set emptied ({dropped} caps)")
+        steps.append(f"bounding set emptied ({_empty_bounding_set()} caps)")
     with contextlib.suppress(OSError):
         prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
     target: int | None = None
@@ -670,25 +661,46 @@ def _drop_privileges(namespaces: _Namespaces, report: _Report) -> None:
     prctl(PR_SET_DUMPABLE, 0)
     no_caps = _capabilities_empty() and prctl(PR_GET_NO_NEW_PRIVS) == 1
     # Without CAP_SETPCAP the bounding set cannot shrink; with no_new_privs and
-    # exec denied it could never be used either.
-    bounding_empty = not is_root or _bounding_set_empty()
+    # exec denied it could never be used either. As root, every drop succeeded
+    # up to the first number the kernel refuses (or _empty_bounding_set raised).
     host_root = os.geteuid() == 0 and namespaces.mapping is None
-    active = no_caps and bounding_empty and not host_root
+    active = no_caps and not host_root
     steps.append("no capabilities, no_new_privs, not dumpable" if active else "privileges remain")
     report.add("privileges", active, "; ".join(steps))
 
 
-def _bounding_set_empty() -> bool:
-    """Whether no capability is left in the bounding set (read up to the kernel's last one)."""
-    for cap in range(64):
+@functools.cache
+def _last_capability() -> int:
+    """The kernel's highest capability number, or -1 where it cannot be read.
+
+    Read once, in the zygote (``prepare_for_workers``): a worker drops exactly
+    that many without probing past the end for each one.
+    """
+    try:
+        with open("/proc/sys/kernel/cap_last_cap", "rb") as last:
+            return int(last.read())
+    except (OSError, ValueError):
+        return -1
+
+
+def _empty_bounding_set() -> int:
+    """Drop every capability from the bounding set; return how many there were.
+
+    Each drop up to the kernel's last capability must succeed, and the next
+    number must be refused (``EINVAL``): then none is left. Raises ``OSError``
+    if a drop is refused otherwise.
+    """
+    last = _last_capability()
+    for cap in range(last + 1):
+        prctl(PR_CAPBSET_DROP, cap)
+    for cap in range(last + 1, 64):  # (past the end at once, unless /proc said nothing)
         try:
-            if prctl(PR_CAPBSET_READ, cap):
-                return False
+            prctl(PR_CAPBSET_DROP, cap)
         except OSError as exc:
             if exc.errno == errno.EINVAL:
-                return True  # past the kernel's last capability
+                return cap
             raise
-    return True
+    return 64
 
 
 def _apply_rlimits(config: SandboxConfig, report: _Report, *, init: bool) -> None:

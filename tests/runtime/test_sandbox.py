@@ -777,8 +777,15 @@ def test_privileges_are_gone(workdir: str) -> None:
         header = (ctypes.c_uint32 * 2)(0x20080522, 0)
         data = (ctypes.c_uint32 * 6)()
         ctypes.CDLL(None).capget(header, data)
+        bounding = []
+        for cap in range(64):
+            try:
+                bounding.append(_libc.prctl(_libc.PR_CAPBSET_READ, cap))
+            except OSError:
+                break  # past the kernel's last capability
         return {
             "caps": list(data),
+            "bounding": bounding,
             "uid": os.getresuid(),
             "groups": os.getgroups(),
             "setuid": attempt(lambda: os.setuid(0)),
@@ -788,6 +795,8 @@ def test_privileges_are_gone(workdir: str) -> None:
 
     results = run_sandboxed(body, workdir=workdir).results
     assert results["caps"] == [0] * 6
+    with open("/proc/sys/kernel/cap_last_cap") as last:
+        assert results["bounding"] == [0] * (int(last.read()) + 1)
     assert 0 not in results["uid"]
     assert results["groups"] == []
     assert results["setuid"] == "PermissionError: EPERM"
