@@ -41,7 +41,7 @@ import functools
 import os
 import platform
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 from .._exceptions import SeccompUnavailableError
@@ -497,6 +497,34 @@ def _deny_if_arg_in(nr: int, index: int, values: Iterable[int], answer: int) -> 
     return [_jump(_BPF_JEQ_K, nr, 0, len(body)), *body]
 
 
+def _deny_numbers(numbers: Sequence[int], answer: int) -> list[bytes]:
+    """Return ``answer`` for the system calls ``numbers`` (ascending), allow the rest.
+
+    A run of consecutive numbers takes two comparisons, a lone one one; every
+    match jumps to one shared refusal at the end. The kernel compiles a
+    filter in each worker, in time that grows with its length: this keeps it
+    short (on x86_64, 162 instructions instead of 346).
+    """
+    runs: list[list[int]] = []
+    for nr in numbers:
+        if runs and nr == runs[-1][1] + 1:
+            runs[-1][1] = nr
+        else:
+            runs.append([nr, nr])
+    size = sum(1 if low == high else 2 for low, high in runs)
+    if size > 255:  # (jump offsets are 8-bit)
+        raise ValueError(f"too many separate system calls to deny: {size} comparisons")
+    body: list[bytes] = []
+    for low, high in runs:
+        if low != high:
+            # Above the run: skip its lower bound. At or above its lower bound: refuse.
+            body.append(_jump(_BPF_JGE_K, high + 1, 1, 0))
+            body.append(_jump(_BPF_JGE_K, low, size - len(body), 0))
+        else:
+            body.append(_jump(_BPF_JEQ_K, low, size - len(body), 0))
+    return [*body, _stmt(_BPF_RET_K, _RET_ALLOW), _stmt(_BPF_RET_K, answer)]
+
+
 @functools.lru_cache(maxsize=4)
 def build_filter(arch: int, self_pid: int) -> bytes:
     """Assemble the filter program for ``arch`` as packed ``struct sock_filter`` items.
@@ -531,11 +559,7 @@ def build_filter(arch: int, self_pid: int) -> bytes:
     if "arch_prctl" in table:
         options = sorted(ALLOWED_ARCH_PRCTL_OPTIONS.values())
         prog += _only_if_arg_in(table["arch_prctl"], 0, options, eperm)
-    for name in sorted(DENIED_SYSCALLS):
-        nr = table.get(name)
-        if nr is not None:
-            prog += [_jump(_BPF_JEQ_K, nr, 0, 1), _stmt(_BPF_RET_K, eperm)]
-    prog.append(_stmt(_BPF_RET_K, _RET_ALLOW))
+    prog += _deny_numbers(sorted(table[name] for name in DENIED_SYSCALLS if name in table), eperm)
     return b"".join(prog)
 
 

@@ -1024,19 +1024,21 @@ def test_filter_argument_checks(arch_name: str) -> None:
     assert run_filter(program, arch, table["ioctl"], 0, 0x5451) == ALLOW  # FIOCLEX
 
 
-@given(nr=st.integers(min_value=0, max_value=600), arch_name=st.sampled_from(list(ARCHES)))
-def test_filter_allows_exactly_the_rest(nr: int, arch_name: str) -> None:
+@pytest.mark.parametrize("arch_name", list(ARCHES))
+def test_filter_allows_exactly_the_rest(arch_name: str) -> None:
+    """Every number from 0 to 1023: refused if denied, allowed if unknown or not denied."""
     arch = ARCHES[arch_name]
     table = _seccomp.SYSCALL_TABLES[arch]
     program = _seccomp.build_filter(arch, self_pid=1)
     names = {number: name for name, number in table.items()}
-    verdict = run_filter(program, arch, nr)
-    if nr not in names:
-        assert verdict == ALLOW
-    elif names[nr] in _seccomp.DENIED_SYSCALLS:
-        assert verdict == EPERM
-    else:
-        assert names[nr] in CONDITIONAL
+    for nr in range(1024):
+        verdict = run_filter(program, arch, nr)
+        if nr not in names:
+            assert verdict == ALLOW, nr
+        elif names[nr] in _seccomp.DENIED_SYSCALLS:
+            assert verdict == EPERM, names[nr]
+        elif names[nr] not in CONDITIONAL:
+            assert verdict == ALLOW, names[nr]
 
 
 def test_syscall_tables_agree_with_libseccomp() -> None:
