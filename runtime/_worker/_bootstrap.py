@@ -561,11 +561,14 @@ def serve(
     settings: WorkerSettings,
     replies: ReplySelector | None = None,
     start_bytes: int = 0,
+    *,
+    prewarmed: bool = True,
 ) -> NoReturn:
     """Announce readiness, run the one program the host sends, report, exit.
 
-    The event loop is warm (it ran the prewarm program, ``_prewarm``) and its
-    reader is registered while the worker waits as a spare; the run's start is read
+    The event loop is warm (it ran the prewarm program, ``_prewarm``, unless
+    ``prewarmed`` is false, as "ready" says) and its reader is registered
+    while the worker waits as a spare; the run's start is read
     directly and starts the program's task before the loop runs it.
     ``replies``, the loop's selector when it is a :class:`ReplySelector`, is
     told of each tool call sent. ``start_bytes``: how big the host expects
@@ -581,7 +584,7 @@ def serve(
     # Forked with the zygote's background policy: a worker that waits for its
     # host must be woken up at once, not when the CPU has nothing else to do.
     set_cpu_policy(background=False)
-    sock.sendall(encode_frame({"type": "ready", "layers": layers}))
+    sock.sendall(encode_frame({"type": "ready", "layers": layers, "prewarmed": prewarmed}))
     # Wait for the run's start in a blocking read (the socket is blocking): one
     # system call when the host wakes this spare, not the event loop's poll,
     # its dispatch and then the read. The start starts the program's task; the

@@ -6,7 +6,7 @@ it depends on nothing but the standard library and orjson.
 
 Worker -> host::
 
-    {"type": "ready", "layers": [[name, active, detail], ...]}
+    {"type": "ready", "layers": [[name, active, detail], ...][, "prewarmed": bool]}
     {"type": "call", "id": n, "name": tool_name, "args": json}     # ids 1, 2, 3, ...
     {"type": "log", "text": "one or more lines joined by \n"}
     {"type": "overflow", "text": spaces}  # counted output standing in for a
@@ -50,7 +50,7 @@ Security warning: on the host every worker frame is hostile input. Use
 from __future__ import annotations
 
 import struct
-from typing import Any, Final, Literal, TypeAlias, TypedDict
+from typing import Any, Final, Literal, NotRequired, TypeAlias, TypedDict
 
 import orjson
 
@@ -97,6 +97,7 @@ WORKER_ERROR_KINDS: Final = frozenset({"syntax", "exception", "sandbox"})
 class ReadyFrame(TypedDict):
     type: Literal["ready"]
     layers: list[list[Any]]
+    prewarmed: NotRequired[bool]  # whether it ran the prewarm program (CPython workers)
 
 
 class CallFrame(TypedDict):
@@ -185,6 +186,7 @@ _DONE_KEYS: Final = frozenset({"type"})
 _RESULT_KEYS: Final = frozenset({"type", "result"})
 _ERROR_KEYS: Final = frozenset({"type", "kind", "message"})
 _READY_KEYS: Final = frozenset({"type", "layers"})
+_PREWARMED_READY_KEYS: Final = _READY_KEYS | {"prewarmed"}
 # A payload this short cannot nest deeper than the limit (each level costs
 # two bytes, and the frame itself is one): no need to look.
 _SHALLOW_BYTES: Final = 2 * MAX_JSON_DEPTH
@@ -245,7 +247,10 @@ def parse_worker_frame(payload: bytes) -> WorkerFrame:
         ):
             return frame  # type: ignore[return-value]
     elif kind == "ready":
-        if keys == _READY_KEYS and _is_layer_list(frame["layers"]):
+        if (
+            keys == _READY_KEYS
+            or (keys == _PREWARMED_READY_KEYS and type(frame["prewarmed"]) is bool)
+        ) and _is_layer_list(frame["layers"]):
             return frame  # type: ignore[return-value]
     elif type(kind) is str:
         raise _bad(f"unknown type {kind[:40]!r}")

@@ -326,8 +326,11 @@ class _ForkServer:
             if type(start_bytes) is not int:
                 start_bytes = 0
             asyncio.set_event_loop(loop)
-            prewarm(sock, loop, self.settings)  # (sandboxed: what it touches is the worker's)
-            serve(sock, loop, layers, self.settings, replies, start_bytes)
+            # (Sandboxed: what it touches is the worker's. Skipped when a run waits.)
+            warm = request.get("prewarm", True) is not False
+            if warm:
+                prewarm(sock, loop, self.settings)
+            serve(sock, loop, layers, self.settings, replies, start_bytes, prewarmed=warm)
         except BaseException as exc:
             self.report_failure(sock, exc)
         os._exit(EXIT_INTERNAL)

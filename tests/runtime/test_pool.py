@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import anyio
+import orjson
 import pytest
 
 from runtime import Limits, SubprocessRuntime
+from runtime._host import _pool
+from runtime._worker._protocol import FrameDecoder
 from runtime.testing import ToolBox
 
 pytestmark = pytest.mark.anyio
@@ -78,3 +81,61 @@ async def test_runs_with_their_own_limits_stay_within_the_bound() -> None:
 def test_max_workers_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_workers"):
         SubprocessRuntime(max_workers=0)
+
+
+async def test_a_worker_a_run_waits_for_skips_the_prewarm(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Spares made ahead are prewarmed; one asked for because a run has none
+    # to take is not (the run would wait for the prewarm), and says so.
+    asked: list[bool] = []
+    request = _pool._ZygoteProcess.request
+
+    def recording(
+        self: _pool._ZygoteProcess,
+        request_id: int,
+        key: _pool.SandboxKey,
+        start_bytes: int = 0,
+        *,
+        prewarm: bool = True,
+    ) -> None:
+        asked.append(prewarm)
+        request(self, request_id, key, start_bytes, prewarm=prewarm)
+
+    monkeypatch.setattr(_pool._ZygoteProcess, "request", recording)
+    box = ToolBox()
+    async with SubprocessRuntime(spares=1) as runtime:
+        await runtime.start()
+        await _run_all(runtime, box, 1, 0.0)
+        assert asked[0] is True  # the spare, asked for as the runtime started
+        asked.clear()
+        await _run_all(runtime, box, 4, 0.5)
+        # Four at once: one takes the spare, three wait for workers of their own.
+        assert asked.count(False) >= 3, asked
+        asked.clear()
+        await _run_all(runtime, box, 1, 0.0)  # a spare is ready again
+        assert False not in asked, asked
+
+
+@pytest.mark.parametrize("prewarm", [True, False])
+async def test_the_zygote_prewarms_a_worker_unless_told_not_to(prewarm: bool) -> None:
+    async with SubprocessRuntime(spares=0) as runtime:
+        pool = runtime._pool
+        zygote = await pool._ensure_zygote()
+        zygote.request(999, runtime._default_key, prewarm=prewarm)
+        await pool._wait(zygote, lambda: 999 in pool._replies)
+        worker = pool._replies.pop(999)
+        assert isinstance(worker, _pool.Worker)
+        try:
+            worker.sock.settimeout(30)
+            decoder = FrameDecoder(1 << 16)
+            payloads: list[bytes] = []
+            while not payloads:
+                payloads = decoder.feed(worker.sock.recv(4096))
+            ready = orjson.loads(payloads[0])
+            assert ready["type"] == "ready"
+            assert ready["prewarmed"] is prewarm
+        finally:
+            worker.kill()
+            worker.close()
+        # A worker that skipped it runs programs all the same.
+        outcome = await runtime.run("return 6 * 7", tool_names=[], call_tool=ToolBox())
+        assert outcome.result == 42

@@ -287,6 +287,8 @@ async def drive(fake: FakeWorker, limits: Limits | None = None, **kw: Any) -> Ru
         [READY, READY],
         [{"type": "done"}],
         [{"type": "ready", "layers": "all"}],
+        [{**READY, "prewarmed": "yes"}],
+        [{**READY, "prewarmed": True, "extra": 1}],
     ],
 )
 async def test_hostile_frames_end_as_protocol(fake: FakeWorker, frames: list[Any]) -> None:
