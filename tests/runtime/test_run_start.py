@@ -194,10 +194,15 @@ async def test_spares_are_asked_for_with_room_for_the_last_starts(
     request = _pool._ZygoteProcess.request
 
     def recording(
-        self: _pool._ZygoteProcess, request_id: int, key: _pool.SandboxKey, start_bytes: int = 0
+        self: _pool._ZygoteProcess,
+        request_id: int,
+        key: _pool.SandboxKey,
+        start_bytes: int = 0,
+        *,
+        prewarm: bool = True,
     ) -> None:
         asked.append(start_bytes)
-        request(self, request_id, key, start_bytes)
+        request(self, request_id, key, start_bytes, prewarm=prewarm)
 
     monkeypatch.setattr(_pool._ZygoteProcess, "request", recording)
     async with SubprocessRuntime(layers=(), spares=1) as backend:
