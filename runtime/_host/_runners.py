@@ -35,9 +35,11 @@ RUNNERS_KEPT: Final = 8
 
 T = TypeVar("T")
 
-#: Work for a runner. A job handles its own failures. It may never start (the
-#: run's task group cancelled first): whoever waits for jobs waits for the group.
-Job = Callable[[], Awaitable[None]]
+#: Work for a runner, given the runner's cancel scope: cancelling it ends the
+#: job, and the runner with it (a scope per job would cost each call one more).
+#: A job handles its own failures. It may never start (the run's task group
+#: cancelled first): whoever waits for jobs waits for the group.
+Job = Callable[[anyio.CancelScope], Awaitable[None]]
 
 
 class InContext(Generic[T]):
@@ -141,9 +143,9 @@ class CallRunners:
             self._parked.pop().event.set()  # no job: leave
 
     async def _serve(self, job: Job) -> None:
-        with anyio.CancelScope(shield=self._shield):  # (once per runner, not per job)
+        with anyio.CancelScope(shield=self._shield) as scope:  # (once per runner, not per job)
             while True:
-                await job()
+                await job(scope)
                 del job  # a parked runner holds on to nothing of its last call
                 if self._closed or len(self._parked) >= self._keep:
                     return

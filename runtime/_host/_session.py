@@ -412,25 +412,26 @@ class _Session:
             self.decided = anyio.Event()
             await self.decided.wait()
 
-    async def run_job(self, call: _Call | None) -> None:
+    async def run_job(self, call: _Call | None, runner: anyio.CancelScope) -> None:
         """A runner's job: read on and answer the call read, or answer ``call``.
 
-        It reads on when ``call`` is ``None``.
+        It reads on when ``call`` is ``None``. ``runner`` is the cancel scope
+        of the runner running it.
         """
         if self.closing or self.outcome is not None:
             return  # too late to start
         if self.call_group is None:
             await self.job(call, None)
             return
-        # A runner of the call group: the job is the run's to end.
-        with anyio.CancelScope() as scope:
-            self.jobs[scope] = True
-            try:
-                await self.job(call, scope)
-            finally:
-                del self.jobs[scope]
-                if self.jobs_gone is not None and not any(self.jobs.values()):
-                    self.jobs_gone.set()
+        # A runner of the call group: the job is the run's to end, by
+        # cancelling the runner's scope (the runner leaves with it).
+        self.jobs[runner] = True
+        try:
+            await self.job(call, runner)
+        finally:
+            del self.jobs[runner]
+            if self.jobs_gone is not None and not any(self.jobs.values()):
+                self.jobs_gone.set()
 
     async def end_jobs(self) -> None:
         """Cancel the run's jobs in the call group; wait for those that may touch the channel.

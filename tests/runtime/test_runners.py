@@ -107,17 +107,19 @@ class _Jobs:
 
     def __init__(self) -> None:
         self.tasks: list[int] = []
+        self.scopes: list[anyio.CancelScope] = []
         self.release = anyio.Event()
         self.cancelled = 0
 
     def quick(self) -> Any:
-        async def job() -> None:
+        async def job(scope: anyio.CancelScope) -> None:
             self.tasks.append(anyio.get_current_task().id)
 
         return job
 
     def held(self) -> Any:
-        async def job() -> None:
+        async def job(scope: anyio.CancelScope) -> None:
+            self.scopes.append(scope)
             self.tasks.append(anyio.get_current_task().id)
             try:
                 await self.release.wait()
@@ -151,7 +153,7 @@ async def test_a_finished_runner_parks_and_takes_the_next_job() -> None:
 
 async def test_a_parked_runner_keeps_nothing_of_its_last_job() -> None:
     class Job:
-        async def __call__(self) -> None:
+        async def __call__(self, scope: anyio.CancelScope) -> None:
             pass
 
     job = Job()
@@ -216,3 +218,27 @@ async def test_closed_runners_refuse_jobs() -> None:
         with pytest.raises(RuntimeError):
             runners.submit(jobs.quick())
     assert jobs.tasks == []  # nothing ran
+
+
+@pytest.mark.parametrize("shield", [False, True])
+async def test_cancelling_the_scope_a_job_was_given_ends_it_and_its_runner(shield: bool) -> None:
+    # (How a run ends the jobs of the call group: each job has its runner's scope.)
+    jobs = _Jobs()
+    async with anyio.create_task_group() as group:
+        runners = CallRunners(group, keep=4, shield=shield)
+        runners.submit(jobs.held())
+        runners.submit(jobs.held())
+        await _settle()
+        assert len(set(jobs.tasks)) == 2 and len(jobs.scopes) == 2
+        jobs.scopes[0].cancel()
+        await _settle()
+        assert jobs.cancelled == 1  # the other job goes on
+        assert runners.parked == 0  # the cancelled runner left, it did not park
+        jobs.release.set()
+        await _settle()
+        assert runners.parked == 1  # the other one parked after its job
+        runners.submit(jobs.quick())
+        await _settle()
+        assert jobs.tasks[-1] == jobs.tasks[1]  # and took the next one
+        runners.close()
+    assert jobs.cancelled == 1
