@@ -247,8 +247,9 @@ def prepare_for_workers() -> None:
 
     What it computes or scrubs is inherited by every child forked afterwards:
     the paths the workers read (:func:`python_paths`), whether the kernel
-    closes descriptor ranges, its last capability number, the scrubbed original environment block, the
-    seccomp filter of an init (PID 1 in its namespace). Each worker still
+    closes descriptor ranges, its last capability number, the scrubbed
+    original environment block, the seccomp filter of an init (PID 1 in its
+    namespace). Each worker still
     applies every layer itself; only the preparation is shared.
     """
     python_paths()

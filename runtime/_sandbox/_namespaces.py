@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import functools
 import os
 import signal
 from collections.abc import Iterable
@@ -265,8 +264,7 @@ def _pivot_root_number() -> int:
     return _SYS_PIVOT_ROOT[machine]
 
 
-@functools.lru_cache(maxsize=8)
-def _mount_points(read_only: tuple[str, ...], devices: tuple[str, ...]) -> tuple[str, ...]:
+def _mount_points(read_only: Iterable[str], devices: Iterable[str]) -> list[str]:
     """The directories of a new root, relative and parents first, for these mounts.
 
     Made with one ``mkdir`` each, in this order, on the empty tmpfs.
@@ -277,7 +275,7 @@ def _mount_points(read_only: tuple[str, ...], devices: tuple[str, ...]) -> tuple
         parts = path.strip("/").split("/")
         for depth in range(1, len(parts) + 1):
             points["./" + "/".join(parts[:depth])] = None
-    return tuple(points)
+    return list(points)
 
 
 def build_private_root(workdir: str, read_only: Iterable[str]) -> list[str]:
@@ -310,9 +308,7 @@ def build_private_root(workdir: str, read_only: Iterable[str]) -> list[str]:
         for device in _DEVICES:
             with contextlib.suppress(FileNotFoundError):
                 devices.append((open_path(device), device))
-        mount_points = _mount_points(
-            tuple(path for _, path in binds), tuple(path for _, path in devices)
-        )
+        mount_points = _mount_points((path for _, path in binds), (path for _, path in devices))
         # Keep our mounts from propagating back into the host's namespace.
         _mount(None, "/", None, _MS_REC | _MS_PRIVATE, None)
         # The new root is a tmpfs over the work directory itself (an existing

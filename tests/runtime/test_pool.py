@@ -11,6 +11,8 @@ from runtime._host import _pool
 from runtime._worker._protocol import FrameDecoder
 from runtime.testing import ToolBox
 
+from .conftest import AskedWorker
+
 pytestmark = pytest.mark.anyio
 
 _WAIT = "return await tools.sleep({'seconds': %s})"
@@ -83,36 +85,24 @@ def test_max_workers_must_be_positive() -> None:
         SubprocessRuntime(max_workers=0)
 
 
-async def test_a_worker_a_run_waits_for_skips_the_prewarm(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_worker_a_run_waits_for_skips_the_prewarm(
+    asked_workers: list[AskedWorker],
+) -> None:
     # Spares made ahead are prewarmed; one asked for because a run has none
     # to take is not (the run would wait for the prewarm), and says so.
-    asked: list[bool] = []
-    request = _pool._ZygoteProcess.request
-
-    def recording(
-        self: _pool._ZygoteProcess,
-        request_id: int,
-        key: _pool.SandboxKey,
-        start_bytes: int = 0,
-        *,
-        prewarm: bool = True,
-    ) -> None:
-        asked.append(prewarm)
-        request(self, request_id, key, start_bytes, prewarm=prewarm)
-
-    monkeypatch.setattr(_pool._ZygoteProcess, "request", recording)
+    asked = asked_workers
     box = ToolBox()
     async with SubprocessRuntime(spares=1) as runtime:
         await runtime.start()
         await _run_all(runtime, box, 1, 0.0)
-        assert asked[0] is True  # the spare, asked for as the runtime started
+        assert asked[0].prewarm is True  # the spare, asked for as the runtime started
         asked.clear()
         await _run_all(runtime, box, 4, 0.5)
         # Four at once: one takes the spare, three wait for workers of their own.
-        assert asked.count(False) >= 3, asked
+        assert [one.prewarm for one in asked].count(False) >= 3, asked
         asked.clear()
         await _run_all(runtime, box, 1, 0.0)  # a spare is ready again
-        assert False not in asked, asked
+        assert all(one.prewarm for one in asked), asked
 
 
 @pytest.mark.parametrize("prewarm", [True, False])

@@ -28,6 +28,8 @@ from runtime._worker._bootstrap import WorkerSettings, _ChannelRun, start_room
 from runtime._worker._program import PROGRAM_FILENAME, pack_names, run_frame
 from runtime._worker._protocol import HEADER, FrameDecoder, encode_frame
 
+from .conftest import AskedWorker
+
 pytestmark = pytest.mark.anyio
 
 # The packed names of a large set take far more than a spare's smallest room.
@@ -188,32 +190,20 @@ async def test_each_run_sees_its_own_names_whatever_its_spare_made_room_for(
 
 
 async def test_spares_are_asked_for_with_room_for_the_last_starts(
-    monkeypatch: pytest.MonkeyPatch,
+    asked_workers: list[AskedWorker],
 ) -> None:
-    asked: list[int] = []
-    request = _pool._ZygoteProcess.request
+    def asked() -> list[int]:
+        return [one.start_bytes for one in asked_workers]
 
-    def recording(
-        self: _pool._ZygoteProcess,
-        request_id: int,
-        key: _pool.SandboxKey,
-        start_bytes: int = 0,
-        *,
-        prewarm: bool = True,
-    ) -> None:
-        asked.append(start_bytes)
-        request(self, request_id, key, start_bytes, prewarm=prewarm)
-
-    monkeypatch.setattr(_pool._ZygoteProcess, "request", recording)
     async with SubprocessRuntime(layers=(), spares=1) as backend:
         await _seen(backend, FEW)
-        assert max(asked) < 4096  # nothing large yet
-        asked.clear()
+        assert max(asked()) < 4096  # nothing large yet
+        asked_workers.clear()
         await _seen(backend, MANY)
         packed = len(pack_names(MANY).encode())
-        assert asked and packed < asked[-1] < packed + 4096  # the names and a little more
+        assert asked() and packed < asked()[-1] < packed + 4096  # the names and a little more
         await _seen(backend, FEW)
-        assert asked[-1] == max(asked)  # the largest of the last starts
+        assert asked()[-1] == max(asked())  # the largest of the last starts
 
 
 async def test_a_zygote_takes_no_start_size_but_a_number() -> None:

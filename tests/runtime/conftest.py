@@ -1,0 +1,38 @@
+"""Fixtures shared by the runtime tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from runtime._host import _pool
+
+
+@dataclass(frozen=True)
+class AskedWorker:
+    """One request the host sent its zygote for a worker."""
+
+    start_bytes: int
+    prewarm: bool
+
+
+@pytest.fixture
+def asked_workers(monkeypatch: pytest.MonkeyPatch) -> list[AskedWorker]:
+    """Every worker the pools ask their zygote for from now on, in order (still sent)."""
+    asked: list[AskedWorker] = []
+    request = _pool._ZygoteProcess.request
+
+    def recording(
+        self: _pool._ZygoteProcess,
+        request_id: int,
+        key: _pool.SandboxKey,
+        start_bytes: int = 0,
+        *,
+        prewarm: bool = True,
+    ) -> None:
+        asked.append(AskedWorker(start_bytes, prewarm))
+        request(self, request_id, key, start_bytes, prewarm=prewarm)
+
+    monkeypatch.setattr(_pool._ZygoteProcess, "request", recording)
+    return asked
