@@ -54,6 +54,7 @@ from ._convert import NO_DEFAULT, ConversionError, Convert, converter, json_defa
 from ._docstring import Docstring, parse_docstring
 from ._exceptions import RegistrationError, ToolArgsError, ToolOutputError
 from ._schema_from_types import TypeSchemas, accepts_default
+from ._suspension import KnownBody, coroutine_may_suspend
 from ._types import (
     RenderFn,
     ToolAnnotations,
@@ -227,11 +228,38 @@ def _make_execute(
     params: tuple[_Param, ...],
     encode: Convert | None,
 ) -> Callable[[Any, ToolRunContext], Awaitable[Any]]:
-    def keywords(args: Any, ctx: ToolRunContext) -> dict[str, Any]:
+    # A synchronous function runs in a thread: its call always suspends.
+    return _Body(tool, fn, is_async, params, encode)
+
+
+class _Body(KnownBody):
+    """A typed function as a definition's ``execute``: decode, call, encode."""
+
+    __slots__ = ("_encode", "_fn", "_is_async", "_params", "_tool")
+
+    def __init__(
+        self,
+        tool: str,
+        fn: ToolFunction,
+        is_async: bool,
+        params: tuple[_Param, ...],
+        encode: Convert | None,
+    ) -> None:
+        super().__init__(not is_async or coroutine_may_suspend(fn))
+        self._tool = tool
+        self._fn = fn
+        self._is_async = is_async
+        self._params = params
+        self._encode = encode
+
+    def __repr__(self) -> str:
+        return f"<execute of {self._tool!r}: {self._fn!r}>"
+
+    def _keywords(self, args: Any, ctx: ToolRunContext) -> dict[str, Any]:
         if not isinstance(args, dict):
             raise TypeError(f"tool arguments must be an object, got {type(args).__name__}")
         out: dict[str, Any] = {}
-        for param in params:
+        for param in self._params:
             if param.context:
                 out[param.name] = ctx
             elif param.name in args:
@@ -243,12 +271,15 @@ def _make_execute(
                     out[param.name] = param.decode(value)
                 except ConversionError as exc:
                     described = exc.inside(param.name).describe()
-                    raise ToolArgsError(f"invalid arguments for {tool}: {described}") from None
+                    raise ToolArgsError(
+                        f"invalid arguments for {self._tool}: {described}"
+                    ) from None
         return out
 
-    async def execute(args: Any, ctx: ToolRunContext, /) -> Any:
-        kwargs = keywords(args, ctx)
-        if is_async:
+    async def __call__(self, args: Any, ctx: ToolRunContext, /) -> Any:
+        kwargs = self._keywords(args, ctx)
+        fn = self._fn
+        if self._is_async:
             value = await fn(**kwargs)
         else:
             # Never abandon the thread: a cancelled call returns only once the
@@ -258,9 +289,8 @@ def _make_execute(
                 # A sync wrapper around a coroutine function (a decorator without
                 # functools' async awareness): finish its work on the event loop.
                 value = await value
-        return value if encode is None else _encode(tool, encode, value)
-
-    return execute
+        encode = self._encode
+        return value if encode is None else _encode(self._tool, encode, value)
 
 
 def _encode(tool: str, encode: Convert, value: Any) -> Any:

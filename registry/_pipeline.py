@@ -467,8 +467,18 @@ async def _invoke_body(run: _Run, wrapper_signal: AbortSignal) -> ToolResult:
         arguments = execution.arguments
         if run.copy_for_body:
             arguments = clone_json(arguments)
+        if not run.compiled.body_may_suspend:
+            # Nothing to cancel in a body that never waits: no scope (see ``_suspension``).
+            run.body_started = True
+            try:
+                value = await run.compiled.definition.execute(arguments, ctx)
+            except ToolError as exc:
+                return _with_deferred(run, _tool_error(exc))
+            except Exception as exc:
+                return _with_deferred(run, _body_raised(execution, signal, exc))
+            return _with_deferred(run, _normalize(run, value))
         outcome: ToolResult | None = None
-        value: Any = None
+        value = None
         returned = False
         with anyio.CancelScope() as scope:
             stop = signal.add_listener(scope.cancel)
@@ -481,15 +491,9 @@ async def _invoke_body(run: _Run, wrapper_signal: AbortSignal) -> ToolResult:
                     value = pending
                 returned = True
             except ToolError as exc:
-                outcome = ToolFailure.of(
-                    exc.message, ErrorInfo(name=type(exc).__name__, code=exc.code)
-                )
+                outcome = _tool_error(exc)
             except Exception as exc:
-                if signal.aborted:
-                    outcome = _aborted(False, f"{type(exc).__name__}: {exc}")
-                else:
-                    logger.debug("tool %s raised", execution.name, exc_info=True)
-                    outcome = ToolFailure.of(_describe_exception(exc))
+                outcome = _body_raised(execution, signal, exc)
             finally:
                 stop()
         if outcome is None:
@@ -501,6 +505,17 @@ async def _invoke_body(run: _Run, wrapper_signal: AbortSignal) -> ToolResult:
 
 def _no_detach() -> None:
     return None
+
+
+def _tool_error(exc: ToolError) -> ToolFailure:
+    return ToolFailure.of(exc.message, ErrorInfo(name=type(exc).__name__, code=exc.code))
+
+
+def _body_raised(execution: ToolExecution, signal: AbortSignal, exc: Exception) -> ToolResult:
+    if signal.aborted:
+        return _aborted(False, f"{type(exc).__name__}: {exc}")
+    logger.debug("tool %s raised", execution.name, exc_info=True)
+    return ToolFailure.of(_describe_exception(exc))
 
 
 def _describe_exception(exc: Exception) -> str:

@@ -12,6 +12,7 @@ from ._exceptions import RegistrationError
 from ._fastcheck import Check, compile_fast_check
 from ._json import NotJsonError, snapshot_json
 from ._metaschema import plainly_valid
+from ._suspension import body_may_suspend
 from ._types import ToolAnnotations, ToolDefinition
 
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ class CompiledTool:
     definition: ToolDefinition
     parameters: CompiledSchema
     output: CompiledSchema
+    #: Whether the body may suspend (see ``_suspension``): if not, it runs without a cancel scope.
+    body_may_suspend: bool = True
 
     @property
     def reads_arguments_after(self) -> bool:
@@ -191,7 +194,12 @@ def compile_definition(definition: object, *, transport: bool = False) -> Compil
     annotations = definition.annotations
     if annotations is not None and not isinstance(annotations, ToolAnnotations):
         raise RegistrationError(name, "annotations must be a ToolAnnotations")
-    return CompiledTool(definition=definition, parameters=parameters, output=output_validator)
+    return CompiledTool(
+        definition=definition,
+        parameters=parameters,
+        output=output_validator,
+        body_may_suspend=body_may_suspend(definition.execute),
+    )
 
 
 def describe_violation(compiled: CompiledSchema, instance: Any) -> str | None:
