@@ -14,6 +14,9 @@ Prints medians, measured in the same run:
   worker per run), back to back from one caller, and from 16 concurrent
   callers (an anyio task group);
 * each as a ratio to the ceiling (target: at least 0.45 in both modes);
+* for reference, back to back with no OS layer at all (``layers=()``: the same
+  fresh worker per run, without namespaces, seccomp or Landlock): how much of
+  the gap to the ceiling is the layers' and how much the worker's own;
 * 16 concurrent runs that each wait 1 s on a tool, with the default spares
   (target: about 1 s of wall time).
 """
@@ -142,14 +145,17 @@ async def main(runs: int, rounds: int) -> None:
     parallel: list[float] = []
     waits: list[float] = []
     bare: list[float] = []
-    async with SubprocessRuntime() as rt:
+    unlayered: list[float] = []
+    async with SubprocessRuntime() as rt, SubprocessRuntime(layers=()) as plain:
         await back_to_back(rt, 20)  # warm-up
+        await back_to_back(plain, 20)
         for _ in range(rounds):
             # Interleaved, so that a slow patch of the machine hits every figure.
             ceilings.append(ceiling(max(20, runs // 4)))
             bare.append(bare_ceiling(max(20, runs // 4)))
             serial.append(await back_to_back(rt, runs))
             parallel.append(await concurrent(rt, runs))
+            unlayered.append(await back_to_back(plain, runs))
         for _ in range(max(1, rounds // 2)):
             waits.append(await waiting_runs(rt))
     top = statistics.median(ceilings)
@@ -159,6 +165,8 @@ async def main(runs: int, rounds: int) -> None:
     for label, values in (("back to back", serial), (f"{_CALLERS} callers", parallel)):
         value = statistics.median(values)
         print(f"{label:>12}: {value:8.1f} runs/s  = {value / top:5.2f} x ceiling (target >= 0.45)")
+    value = statistics.median(unlayered)
+    print(f"  no OS layer, back to back: {value:8.1f} runs/s  = {value / top:5.2f} x ceiling")
     print(f"{_CALLERS} runs waiting 1 s on a tool: {statistics.median(waits):6.2f} s wall")
 
 
