@@ -359,7 +359,6 @@ def run_command(
     from ._run import RunOptions, run_program
 
     budget = _budget_option(output_budget)
-    tool_set = _callable_tool_set(tools, scope, "run")
     try:
         code = _program_text(program)
     except OSError as exc:
@@ -381,7 +380,8 @@ def run_command(
     )
     try:
         with _warnings_on_stderr():
-            exit_code = run_program(tool_set, code, options)
+            # The tool set is loaded once the runtime is made (its first worker forks meanwhile).
+            exit_code = run_program(lambda: _callable_tool_set(tools, scope, "run"), code, options)
     except (ToolSpecError, UnknownScopeError, ValueError) as exc:
         fail(str(exc))
     raise typer.Exit(exit_code)

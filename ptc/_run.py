@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
@@ -59,18 +60,24 @@ def log_event(log: IO[bytes], event: dict[str, Any]) -> None:
     log.flush()
 
 
-def run_program(tools: ToolRegistry | ToolSet, code: str, options: RunOptions) -> int:
+def run_program(
+    tools: ToolRegistry | ToolSet | Callable[[], ToolRegistry | ToolSet],
+    code: str,
+    options: RunOptions,
+) -> int:
     """Run ``code`` and print the outcome; returns the exit code (0 ok, 1 failed run).
 
     The MCP servers of a :class:`ToolSet` are connected in the run's event loop
-    for the whole run, and closed when it ends, however it ends.
+    for the whole run, and closed when it ends, however it ends. ``tools`` may
+    be a function that loads the tool set: it is called once the runtime is
+    made, so that a subprocess runtime's first worker is forked while the tool
+    set's modules are imported (whatever it raises ends the run, the runtime
+    closed first).
 
     Raises:
         ValueError: an unusable option (the CLI prints it and exits 2).
         ToolSpecError: an MCP server cannot be connected (likewise).
     """
-    if isinstance(tools, ToolRegistry):
-        tools = ToolSet(registry=tools)
     if options.mode not in ("code", "both"):
         raise ValueError(f"--mode must be code or both for ptc run, got {options.mode!r}")
     if options.max_parallel < 1:
@@ -102,7 +109,7 @@ def run_program(tools: ToolRegistry | ToolSet, code: str, options: RunOptions) -
     async def go() -> Any:
         try:
             async with (
-                tools.open() as registry,
+                tool_set.open() as registry,
                 CodeExecutor(
                     registry,
                     runtime=runtime,
@@ -120,6 +127,12 @@ def run_program(tools: ToolRegistry | ToolSet, code: str, options: RunOptions) -
 
     try:
         runtime = _runtime(options)
+        try:
+            loaded = tools if isinstance(tools, ToolRegistry | ToolSet) else tools()
+        except BaseException:
+            run_command(runtime.aclose)  # (a zygote spawned ahead is the runtime's now)
+            raise
+        tool_set = ToolSet(registry=loaded) if isinstance(loaded, ToolRegistry) else loaded
         result = run_command(go)
     finally:
         if sink_file is not None:

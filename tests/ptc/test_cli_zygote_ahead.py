@@ -106,12 +106,22 @@ def test_other_commands_spawn_no_zygote(tmp_path: Path, args: list[str]) -> None
     assert spawned == [], done.stderr
 
 
-def test_a_run_that_fails_before_its_runtime_exists_ends_the_zygote(
-    tmp_path: Path, program: str
-) -> None:
+def test_a_tool_set_that_cannot_be_loaded_ends_the_zygote(tmp_path: Path, program: str) -> None:
+    # The runtime is made (adopting the zygote, whose first worker forks while the
+    # tool set loads) before the tool set: its failure closes the runtime.
     done, spawned = _ptc(tmp_path, "run", program, "--tools", "no-such-file.py:registry")
     assert done.returncode == 2
     assert "no such file" in done.stderr
+    assert len(spawned) == 1
+    assert spawned[0]["taken"] and _ended(spawned[0])
+
+
+def test_a_run_that_fails_before_its_runtime_exists_ends_the_zygote(
+    tmp_path: Path, program: str
+) -> None:
+    done, spawned = _ptc(tmp_path, "run", program, "--tools", TOOLS, "--max-parallel", "0")
+    assert done.returncode == 2
+    assert "--max-parallel must be at least 1" in done.stderr
     assert len(spawned) == 1
     assert not spawned[0]["taken"] and _ended(spawned[0])
 
