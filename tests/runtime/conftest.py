@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+import orjson
 import pytest
 
 from runtime._host import _pool
+from runtime._worker._protocol import FrameDecoder
 
 
 @dataclass(frozen=True)
@@ -36,3 +39,14 @@ def asked_workers(monkeypatch: pytest.MonkeyPatch) -> list[AskedWorker]:
 
     monkeypatch.setattr(_pool._ZygoteProcess, "request", recording)
     return asked
+
+
+def greeting_of(worker: _pool.Worker) -> dict[str, Any]:
+    """A freshly forked worker's first frame, read off its channel (30 s at most)."""
+    worker.sock.settimeout(30)
+    decoder = FrameDecoder(1 << 16)
+    payloads: list[bytes] = []
+    while not payloads:
+        payloads = decoder.feed(worker.sock.recv(4096))
+    frame: dict[str, Any] = orjson.loads(payloads[0])
+    return frame

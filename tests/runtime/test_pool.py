@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import anyio
-import orjson
 import pytest
 
 from runtime import Limits, SubprocessRuntime
 from runtime._host import _pool
-from runtime._worker._protocol import FrameDecoder
 from runtime.testing import ToolBox
 
-from .conftest import AskedWorker
+from .conftest import AskedWorker, greeting_of
 
 pytestmark = pytest.mark.anyio
 
@@ -115,12 +113,7 @@ async def test_the_zygote_prewarms_a_worker_unless_told_not_to(prewarm: bool) ->
         worker = pool._replies.pop(999)
         assert isinstance(worker, _pool.Worker)
         try:
-            worker.sock.settimeout(30)
-            decoder = FrameDecoder(1 << 16)
-            payloads: list[bytes] = []
-            while not payloads:
-                payloads = decoder.feed(worker.sock.recv(4096))
-            ready = orjson.loads(payloads[0])
+            ready = greeting_of(worker)
             assert ready["type"] == "ready"
             assert ready["prewarmed"] is prewarm
         finally:

@@ -26,9 +26,9 @@ from runtime._host import _pool
 from runtime._worker import _bootstrap
 from runtime._worker._bootstrap import WorkerSettings, _ChannelRun, start_room
 from runtime._worker._program import PROGRAM_FILENAME, pack_names, run_frame
-from runtime._worker._protocol import HEADER, FrameDecoder, encode_frame
+from runtime._worker._protocol import HEADER, encode_frame
 
-from .conftest import AskedWorker
+from .conftest import AskedWorker, greeting_of
 
 pytestmark = pytest.mark.anyio
 
@@ -217,12 +217,7 @@ async def test_a_zygote_takes_no_start_size_but_a_number() -> None:
         worker = pool._replies.pop(999)
         assert isinstance(worker, _pool.Worker)
         try:
-            worker.sock.settimeout(30)
-            decoder = FrameDecoder(1 << 16)
-            payloads: list[bytes] = []
-            while not payloads:
-                payloads = decoder.feed(worker.sock.recv(4096))
-            assert orjson.loads(payloads[0])["type"] == "ready"
+            assert greeting_of(worker)["type"] == "ready"
         finally:
             worker.kill()
             worker.close()
