@@ -18,12 +18,18 @@ Prints medians, measured in the same run:
   fresh worker per run, without namespaces, seccomp or Landlock): how much of
   the gap to the ceiling is the layers' and how much the worker's own;
 * 16 concurrent runs that each wait 1 s on a tool, with the default spares
-  (target: about 1 s of wall time).
+  (target: about 1 s of wall time);
+* the machine's CPU time per run (every process and kernel thread, from
+  ``/proc/stat``: the host, the zygote, the worker, and the kernel's deferred
+  namespace teardown), for the ceiling's fork-unshare-exit and for each mode:
+  less noisy than runs/s, and the budget a leaner worker has to meet (at
+  0.45 x the ceiling, the cores' time divided by 0.45 x its runs/s).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import os
 import statistics
@@ -57,10 +63,43 @@ async def _wait_one_second(name: str, args: Any) -> ToolAnswer:
     return ToolAnswer.success(args)
 
 
-def _fork_unshare_exit_seconds(samples: int) -> float:
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def machine_cpu() -> float:
+    """Seconds of CPU the whole machine has spent (every state but idle and I/O wait)."""
+    with open("/proc/stat") as stat:
+        ticks = [int(field) for field in stat.readline().split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / _TICKS
+
+
+class CpuPerRun:
+    """Machine CPU per run over a block of runs: ``with meter: ...`` then :meth:`add`."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+        self._start = 0.0
+
+    def __enter__(self) -> CpuPerRun:
+        self._start = machine_cpu()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._spent = machine_cpu() - self._start
+
+    def add(self, runs: int) -> None:
+        self.samples.append(self._spent / runs)
+
+    def median_ms(self) -> float:
+        return statistics.median(self.samples) * 1e3
+
+
+def _fork_unshare_exit_seconds(samples: int, meter: CpuPerRun | None = None) -> float:
     """Median wall time of fork, unshare of the six namespaces, exit and reap."""
     libc = ctypes.CDLL(None, use_errno=True)
     times = []
+    if meter is not None:
+        meter.__enter__()
     for _ in range(samples):
         started = time.perf_counter()
         pid = os.fork()
@@ -70,13 +109,17 @@ def _fork_unshare_exit_seconds(samples: int) -> float:
         times.append(time.perf_counter() - started)
         if status != 0:
             raise SystemExit(f"unshare of the six namespaces failed (status {status})")
+    if meter is not None:
+        time.sleep(0.05)  # the kernel's deferred teardown of the last namespaces
+        meter.__exit__()
+        meter.add(samples)
     return statistics.median(times)
 
 
-def ceiling(samples: int) -> float:
+def ceiling(samples: int, meter: CpuPerRun | None = None) -> float:
     """Runs/s if every core did nothing but fork, unshare and exit (forked from here)."""
     cores = len(os.sched_getaffinity(0))
-    return cores / _fork_unshare_exit_seconds(samples)
+    return cores / _fork_unshare_exit_seconds(samples, meter)
 
 
 def bare_ceiling(samples: int) -> float:
@@ -98,15 +141,21 @@ def bare_ceiling(samples: int) -> float:
     return float(subprocess.run(command, check=True, capture_output=True).stdout)
 
 
-async def back_to_back(rt: SubprocessRuntime, runs: int) -> float:
+async def back_to_back(rt: SubprocessRuntime, runs: int, meter: CpuPerRun | None = None) -> float:
     started = time.perf_counter()
-    for _ in range(runs):
-        outcome = await rt.run("return 1", tool_names=[], call_tool=_echo)
-        assert outcome.result == 1, outcome
-    return runs / (time.perf_counter() - started)
+    with meter or contextlib.nullcontext():
+        for _ in range(runs):
+            outcome = await rt.run("return 1", tool_names=[], call_tool=_echo)
+            assert outcome.result == 1, outcome
+    elapsed = time.perf_counter() - started
+    if meter is not None:
+        meter.add(runs)
+    return runs / elapsed
 
 
-async def concurrent(rt: SubprocessRuntime, runs: int, callers: int = _CALLERS) -> float:
+async def concurrent(
+    rt: SubprocessRuntime, runs: int, callers: int = _CALLERS, meter: CpuPerRun | None = None
+) -> float:
     left = runs
 
     async def caller() -> None:
@@ -117,10 +166,14 @@ async def concurrent(rt: SubprocessRuntime, runs: int, callers: int = _CALLERS) 
             assert outcome.result == 1, outcome
 
     started = time.perf_counter()
-    async with anyio.create_task_group() as group:
-        for _ in range(callers):
-            group.start_soon(caller)
-    return runs / (time.perf_counter() - started)
+    with meter or contextlib.nullcontext():
+        async with anyio.create_task_group() as group:
+            for _ in range(callers):
+                group.start_soon(caller)
+    elapsed = time.perf_counter() - started
+    if meter is not None:
+        meter.add(runs)
+    return runs / elapsed
 
 
 async def waiting_runs(rt: SubprocessRuntime, callers: int = _CALLERS) -> float:
@@ -146,16 +199,17 @@ async def main(runs: int, rounds: int) -> None:
     waits: list[float] = []
     bare: list[float] = []
     unlayered: list[float] = []
+    cpu = {label: CpuPerRun() for label in ("ceiling", "serial", "parallel", "unlayered")}
     async with SubprocessRuntime() as rt, SubprocessRuntime(layers=()) as plain:
         await back_to_back(rt, 20)  # warm-up
         await back_to_back(plain, 20)
         for _ in range(rounds):
             # Interleaved, so that a slow patch of the machine hits every figure.
-            ceilings.append(ceiling(max(20, runs // 4)))
+            ceilings.append(ceiling(max(20, runs // 4), cpu["ceiling"]))
             bare.append(bare_ceiling(max(20, runs // 4)))
-            serial.append(await back_to_back(rt, runs))
-            parallel.append(await concurrent(rt, runs))
-            unlayered.append(await back_to_back(plain, runs))
+            serial.append(await back_to_back(rt, runs, cpu["serial"]))
+            parallel.append(await concurrent(rt, runs, meter=cpu["parallel"]))
+            unlayered.append(await back_to_back(plain, runs, cpu["unlayered"]))
         for _ in range(max(1, rounds // 2)):
             waits.append(await waiting_runs(rt))
     top = statistics.median(ceilings)
@@ -168,6 +222,18 @@ async def main(runs: int, rounds: int) -> None:
     value = statistics.median(unlayered)
     print(f"  no OS layer, back to back: {value:8.1f} runs/s  = {value / top:5.2f} x ceiling")
     print(f"{_CALLERS} runs waiting 1 s on a tool: {statistics.median(waits):6.2f} s wall")
+    floor = cpu["ceiling"].median_ms()
+    print("machine CPU per run (every process and kernel thread; medians):")
+    print(f"  fork+unshare+exit: {floor:6.2f} ms")
+    for label, key in (
+        ("back to back", "serial"),
+        (f"{_CALLERS} callers", "parallel"),
+        ("no OS layer, back to back", "unlayered"),
+    ):
+        value = cpu[key].median_ms()
+        print(f"  {label + ':':<27}{value:6.2f} ms  = {value / floor:4.1f} x fork+unshare+exit")
+    budget = len(os.sched_getaffinity(0)) / (0.45 * top) * 1e3
+    print(f"  budget for 0.45 x ceiling (cores / 0.45 x {top:.0f} runs/s): {budget:5.2f} ms")
 
 
 if __name__ == "__main__":
