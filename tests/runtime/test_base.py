@@ -113,6 +113,38 @@ async def test_the_same_list_of_names_again_is_not_checked_again() -> None:
         await backend.run("", tool_names=["ok", ["no"]], call_tool=ToolBox())  # type: ignore[list-item]
 
 
+class _CountedName(str):
+    """A tool name that counts how often it is hashed (a read of the name itself)."""
+
+    hashed = 0
+
+    def __hash__(self) -> int:
+        _CountedName.hashed += 1
+        return str.__hash__(self)
+
+
+async def test_the_same_list_again_is_answered_without_reading_its_names() -> None:
+    backend = _Recording()
+    names = [_CountedName(f"tool_{i}") for i in range(50)]
+    as_tuple = tuple(names)
+    await backend.run("", tool_names=names, call_tool=ToolBox())
+    await backend.run("", tool_names=as_tuple, call_tool=ToolBox())
+    _CountedName.hashed = 0
+    for given in (names, as_tuple, names):
+        await backend.run("", tool_names=given, call_tool=ToolBox())
+    assert _CountedName.hashed == 0  # compared by reference, name by name
+    assert len({id(given["tool_names"]) for given in backend.given}) == 1
+    # An equal list, not the same one: found by its names' hashes, not checked again.
+    await backend.run("", tool_names=list(names), call_tool=ToolBox())
+    assert _CountedName.hashed == len(names)
+    assert backend.given[-1]["tool_names"] is backend.given[0]["tool_names"]
+    # The same list changed in place: never the stale value.
+    names[0] = _CountedName("renamed")
+    await backend.run("", tool_names=names, call_tool=ToolBox())
+    assert "renamed" in backend.given[-1]["tool_names"]
+    assert "tool_0" not in backend.given[-1]["tool_names"]
+
+
 @pytest.mark.parametrize(
     ("code", "names", "error", "message"),
     [
