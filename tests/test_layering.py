@@ -163,15 +163,29 @@ def test_the_error_tree_imports_nothing() -> None:
 
 def test_the_pyodide_worker_imports_only_the_shared_program() -> None:
     # Runs inside Pyodide: the standard library, Pyodide's own ``pyodide`` module, and
-    # _program.py (loaded by path as ``_ptc_program``; by package name for type checks).
+    # _program.py and _wire.py (loaded by path as ``_ptc_program`` and ``_ptc_wire``; by
+    # package name for type checks).
     path = ROOT / "runtime" / "_pyodide" / "worker" / "bootstrap.py"
+    loaded = {"_ptc_program", "_ptc_wire"}
     outside = {
         name
         for name in _absolute_imports(path)
-        if name.split(".")[0] not in {*sys.stdlib_module_names, "pyodide", "_ptc_program"}
-        and name != "runtime._worker._program"
+        if name.split(".")[0] not in {*sys.stdlib_module_names, "pyodide", *loaded}
+        and name not in ("runtime._worker._program", "runtime._worker._wire")
     }
     assert not outside, outside
+
+
+def test_the_shared_worker_files_import_nothing_but_the_standard_library() -> None:
+    # worker.js loads them by path as modules of their own: no package, no third party.
+    for name in ("_program.py", "_wire.py"):
+        path = ROOT / "runtime" / "_worker" / name
+        outside = {
+            module
+            for module in _absolute_imports(path)  # (a relative import shows as runtime.*)
+            if module.split(".")[0] not in {*sys.stdlib_module_names, "__future__"}
+        }
+        assert not outside, (name, outside)
 
 
 def test_room_check_resolves_relative_imports(

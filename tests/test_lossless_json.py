@@ -1,7 +1,7 @@
 """One definition of lossless JSON on both sides of the sandbox.
 
 The registry (host, copying: ``snapshot_json``) and the workers (checking:
-``runtime._worker._program.check_json``, shared by the CPython and Pyodide
+``runtime._worker._wire.check_json``, shared by the CPython and Pyodide
 workers) live in packages that may not import each other, so this test holds
 them to the same verdicts. Known, deliberate differences: the depth limit (the
 wire's 250 leaves room for the host's own wrapping below the registry's 255) and
@@ -18,8 +18,8 @@ import pytest
 
 from registry import NotJsonError as RegistryNotJson
 from registry import snapshot_json
-from runtime._worker._program import NotJsonError as WorkerNotJson
-from runtime._worker._program import check_json
+from runtime._worker._wire import NotJsonError as WorkerNotJson
+from runtime._worker._wire import check_json
 
 
 class _Color(enum.IntEnum):

@@ -9,7 +9,7 @@ then kills the worker.
 The host decides every kind that means a limit was hit, from its own
 evidence only: ``timeout`` from its own clock or the kernel's account of the
 worker's CPU time, ``output_limit`` and ``tool_call_limit`` from its own count
-of the frames it read (``_program.log_cost``), ``memory`` from the kernel's
+of the frames it read (``_wire.log_cost``), ``memory`` from the kernel's
 account of the worker's peak resident memory. A worker reports only what the
 program did (``syntax``, ``exception``); its exit code and any signal it
 could have sent itself decide nothing.
@@ -47,7 +47,6 @@ from .._base import (
 from .._worker._program import (
     DISCOVERY_CALLS,
     is_memory_error,
-    log_cost,
     pack_names,
     run_frame,
 )
@@ -59,6 +58,7 @@ from .._worker._protocol import (
     encode_frame,
     parse_worker_frame,
 )
+from .._worker._wire import log_cost
 from ._channel import ChannelClosed, FrameChannel
 from ._pool import ExitStatus, Worker
 from ._runners import RUNNERS_KEPT, CallRunners, InContext

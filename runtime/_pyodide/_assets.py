@@ -26,6 +26,7 @@ __all__ = [
     "PYODIDE_INTEGRITY",
     "PYODIDE_VERSION",
     "REALM_STATE",
+    "SHARED_MODULES",
     "STORAGE_STATE",
     "WORKER_DIR",
     "PyodideInstall",
@@ -328,6 +329,10 @@ def loaders_current(assets: Path) -> bool:
 WORKER_DIR = Path(__file__).resolve().parent / "worker"
 #: The program semantics shared with the CPython worker; ``worker.js`` loads it too.
 PROGRAM_MODULE = Path(__file__).resolve().parent.parent / "_worker" / "_program.py"
+#: What both ends of the channel check and count alike; ``worker.js`` loads it too.
+WIRE_MODULE = PROGRAM_MODULE.with_name("_wire.py")
+#: The CPython worker's sources ``worker.js`` loads: all it may read outside ``worker/``.
+SHARED_MODULES = (PROGRAM_MODULE, WIRE_MODULE)
 INSTALL_COMMAND = PYODIDE_INSTALL_COMMAND
 #: What ``ptc doctor`` says of storage in a worker (``worker.js`` lockDown and
 #: the worker's own home, ``runtime._pyodide._deno.make_home``).
@@ -374,14 +379,14 @@ def asset_dir(cache_dir: Path | None = None) -> Path:
 def snapshot_path(assets: Path) -> Path:
     """The snapshot file for this Pyodide version and the worker's sources.
 
-    The sources are ``worker.js``, ``bootstrap.py``, ``_program.py`` and the
-    loader patches. The name carries a digest of them and the version, so
-    changing any of them makes the old snapshot stale and the installer builds
-    a new one.
+    The sources are ``worker.js``, ``bootstrap.py``, the shared
+    :data:`SHARED_MODULES` and the loader patches. The name carries a digest
+    of them and the version, so changing any of them makes the old snapshot
+    stale and the installer builds a new one.
     """
     digest = hashlib.sha256(PYODIDE_VERSION.encode())
     digest.update(loader_stamp().encode())
-    for source in (WORKER_DIR / "worker.js", WORKER_DIR / "bootstrap.py", PROGRAM_MODULE):
+    for source in (WORKER_DIR / "worker.js", WORKER_DIR / "bootstrap.py", *SHARED_MODULES):
         digest.update(source.read_bytes())
     return assets / f"snapshot-{digest.hexdigest()[:16]}.bin"
 
@@ -409,9 +414,9 @@ def worker_command(
     Every Deno process of this backend starts from it (a worker in ``serve`` mode,
     the installer's ``snapshot`` build), so the permissions cannot drift apart:
     ``--no-prompt`` and no ``--allow-*`` flag but ``--allow-read`` of the assets,
-    ``worker/`` and the shared ``_program.py`` — net, run, env, write, ffi, sys and
-    remote or npm imports stay denied — and no config file, lock file, npm or
-    remote module. ``v8_flags`` (limits) go to V8; ``args`` follow the mode.
+    ``worker/`` and the two files of :data:`SHARED_MODULES` — net, run, env,
+    write, ffi, sys and remote or npm imports stay denied — and no config file,
+    lock file, npm or remote module. ``v8_flags`` (limits) go to V8; ``args`` follow the mode.
     """
     command = [
         str(deno),
@@ -421,7 +426,7 @@ def worker_command(
         "--no-lock",
         "--no-npm",
         "--no-remote",
-        f"--allow-read={assets},{WORKER_DIR},{PROGRAM_MODULE}",
+        f"--allow-read={','.join(map(str, (assets, WORKER_DIR, *SHARED_MODULES)))}",
     ]
     if v8_flags:
         command.append(f"--v8-flags={','.join(v8_flags)}")

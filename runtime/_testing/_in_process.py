@@ -29,22 +29,24 @@ from .._base import ToolNames as ToolNames
 from .._host._session import tell_lines
 from .._worker._bootstrap import _MAX_MESSAGE_CHARS, _TOO_MANY_BRACKETS, _brackets
 from .._worker._program import (
-    MAX_FRAME_BRACKETS,
     NOTHING,
     NOTHING_NAME,
     PROGRAM_FILENAME,
     PROGRAM_FUNCTION,
     LogWriter,
-    NotJsonError,
     ToolCallError,
     Tools,
-    check_json,
     compile_program,
     format_program_exception,
-    log_cost,
     memory_message,
-    overflow_frames,
     syntax_message,
+)
+from .._worker._wire import (
+    MAX_FRAME_BRACKETS,
+    NotJsonError,
+    check_json,
+    log_cost,
+    overflow_frames,
 )
 
 __all__ = ["InProcessRuntime"]

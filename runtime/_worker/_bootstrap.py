@@ -37,7 +37,6 @@ from typing import Any, NoReturn
 import orjson
 
 from ._program import (
-    MAX_FRAME_BRACKETS,
     NOTHING,
     NOTHING_NAME,
     PROGRAM_FILENAME,
@@ -46,9 +45,7 @@ from ._program import (
     ToolCallError,
     Tools,
     compile_program,
-    log_cost,
     memory_message,
-    overflow_frames,
     syntax_message,
 )
 from ._program import format_program_exception as _format_exception
@@ -61,6 +58,7 @@ from ._protocol import (
     check_json,
     encode_frame,
 )
+from ._wire import MAX_FRAME_BRACKETS, log_cost, overflow_frames
 
 __all__ = [
     "EXIT_HOST_GONE",

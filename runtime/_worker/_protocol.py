@@ -16,7 +16,7 @@ Worker -> host::
     {"type": "error", "kind": "sandbox", "message": text}        # instead of "ready"
 
 A worker reports what the program did, never which limit it hit: the host
-counts the output (see ``_program.log_cost``) and the calls, keeps the clock
+counts the output (see ``_wire.log_cost``) and the calls, keeps the clock
 and asks the kernel how the worker ended. A frame that claims a limit is
 malformed. Values (``args``, ``result``) nest at most :data:`MAX_JSON_DEPTH`
 levels, checked on the host before anything else touches them.
@@ -55,7 +55,7 @@ from typing import Any, Final, Literal, NotRequired, TypeAlias, TypedDict
 import orjson
 
 from .._exceptions import ProtocolError
-from ._program import MAX_FRAME_BRACKETS, MAX_JSON_DEPTH, NotJsonError, check_json
+from ._wire import MAX_FRAME_BRACKETS, MAX_JSON_DEPTH, NotJsonError, check_json
 
 __all__ = [
     "HEADER",

@@ -32,8 +32,8 @@ from hypothesis import strategies as st
 from runtime import FailureKind, Limits, RunOutcome, ToolAnswer
 from runtime._host._pool import Worker
 from runtime._host._session import drive_run
-from runtime._worker._program import MAX_FRAME_BRACKETS
 from runtime._worker._protocol import MAX_JSON_DEPTH, ProtocolError, parse_worker_frame
+from runtime._worker._wire import MAX_FRAME_BRACKETS
 
 ROOT = Path(__file__).resolve().parents[2]
 READY = {"type": "ready", "layers": [["rlimits", True, "fake"]]}

@@ -29,8 +29,8 @@ from runtime._pyodide._assets import (
     ASSET_FILES,
     INSTALL_COMMAND,
     LOADER_FILES,
-    PROGRAM_MODULE,
     PYODIDE_VERSION,
+    SHARED_MODULES,
     WORKER_DIR,
     PyodideNotInstalledError,
     asset_dir,
@@ -404,24 +404,28 @@ def test_snapshot_name_follows_the_worker_sources(
     copy.mkdir()
     for name in ("worker.js", "bootstrap.py"):
         (copy / name).write_bytes((WORKER_DIR / name).read_bytes())
-    program = tmp_path / "_program.py"
-    program.write_bytes(_pyodide_assets.PROGRAM_MODULE.read_bytes())
+    shared = []
+    for module in _pyodide_assets.SHARED_MODULES:  # _program.py and _wire.py
+        shared.append(tmp_path / module.name)
+        shared[-1].write_bytes(module.read_bytes())
     monkeypatch.setattr(_pyodide_assets, "WORKER_DIR", copy)
-    monkeypatch.setattr(_pyodide_assets, "PROGRAM_MODULE", program)
+    monkeypatch.setattr(_pyodide_assets, "SHARED_MODULES", tuple(shared))
     before = snapshot_path(tmp_path)
     assert before.name.startswith("snapshot-") and before.suffix == ".bin"
     (copy / "bootstrap.py").write_text("# changed\n")
-    after_bootstrap = snapshot_path(tmp_path)
-    assert after_bootstrap != before
-    program.write_text("# changed\n")
-    assert snapshot_path(tmp_path) not in (before, after_bootstrap)
+    seen = [before, snapshot_path(tmp_path)]
+    assert seen[1] != before
+    for module in shared:
+        module.write_text("# changed\n")
+        assert snapshot_path(tmp_path) not in seen
+        seen.append(snapshot_path(tmp_path))
 
 
 # --------------------------------------------------------------------------- command line
 
 
 def test_the_deno_command_grants_nothing_but_reading_the_assets(tmp_path: Path) -> None:
-    from runtime._pyodide._assets import PROGRAM_MODULE, WORKER_DIR, PyodideInstall
+    from runtime._pyodide._assets import SHARED_MODULES, WORKER_DIR, PyodideInstall
 
     install = PyodideInstall(
         deno=Path("/opt/deno"),
@@ -433,7 +437,9 @@ def test_the_deno_command_grants_nothing_but_reading_the_assets(tmp_path: Path) 
     assert command[:2] == ["/opt/deno", "run"]
     assert "--no-prompt" in command
     grants = [arg for arg in command if arg.startswith("--allow")]
-    assert grants == [f"--allow-read={tmp_path / 'assets'},{WORKER_DIR},{PROGRAM_MODULE}"]
+    program, wire = SHARED_MODULES
+    assert program.name == "_program.py" and wire.name == "_wire.py"
+    assert grants == [f"--allow-read={tmp_path / 'assets'},{WORKER_DIR},{program},{wire}"]
     assert not any(arg.startswith(("-A", "--unstable")) for arg in command)
     v8 = next(arg for arg in command if arg.startswith("--v8-flags="))
     assert "--disallow-code-generation-from-strings" in v8
@@ -469,7 +475,7 @@ def test_the_snapshot_build_runs_under_the_same_permissions(
     assert flags(snapshot) == flags(worker)
     assert "--no-prompt" in flags(snapshot)
     assert [arg for arg in flags(snapshot) if arg.startswith("--allow")] == [
-        f"--allow-read={tmp_path},{WORKER_DIR},{PROGRAM_MODULE}"
+        f"--allow-read={tmp_path},{WORKER_DIR},{','.join(map(str, SHARED_MODULES))}"
     ]
     assert snapshot[snapshot.index(str(WORKER_DIR / "worker.js")) + 1] == "snapshot"
 

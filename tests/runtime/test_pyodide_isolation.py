@@ -328,14 +328,14 @@ return {"found": found[:20], "visited": visited, "left": len(queue)}
 
 
 async def test_host_paths_are_nowhere_the_program_can_look(either: Any) -> None:
-    from runtime._pyodide._assets import PROGRAM_MODULE, WORKER_DIR
+    from runtime._pyodide._assets import SHARED_MODULES, WORKER_DIR
     from runtime._pyodide._deno import HOME_PREFIX
 
     install = either.install
     needles = [
         str(install.deno),
         str(WORKER_DIR),
-        str(PROGRAM_MODULE),
+        *map(str, SHARED_MODULES),
         str(install.assets),
         str(install.deno_dir.parent),
         HOME_PREFIX,

@@ -27,46 +27,50 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:  # the same file, as the type checker finds it
     from runtime._worker._program import (
-        MAX_FRAME_BRACKETS,
         NOTHING,
         NOTHING_NAME,
         PROGRAM_FILENAME,
         PROGRAM_FUNCTION,
         LogWriter,
-        NotJsonError,
         ToolCallError,
         Tools,
-        check_json,
         compile_program,
-        log_cost,
         memory_message,
-        overflow_frames,
         pack_names,
         run_frame,
         syntax_message,
     )
     from runtime._worker._program import format_program_exception as _format_exception
-else:  # loaded by worker.js from runtime/_worker/_program.py, before this module
-    from _ptc_program import (
+    from runtime._worker._wire import (
         MAX_FRAME_BRACKETS,
+        NotJsonError,
+        check_json,
+        log_cost,
+        overflow_frames,
+    )
+else:  # loaded by worker.js from runtime/_worker/_program.py and _wire.py, before this module
+    from _ptc_program import (
         NOTHING,
         NOTHING_NAME,
         PROGRAM_FILENAME,
         PROGRAM_FUNCTION,
         LogWriter,
-        NotJsonError,
         ToolCallError,
         Tools,
-        check_json,
         compile_program,
-        log_cost,
         memory_message,
-        overflow_frames,
         pack_names,
         run_frame,
         syntax_message,
     )
     from _ptc_program import format_program_exception as _format_exception
+    from _ptc_wire import (
+        MAX_FRAME_BRACKETS,
+        NotJsonError,
+        check_json,
+        log_cost,
+        overflow_frames,
+    )
 
 _MAX_MESSAGE_CHARS = 32_768
 

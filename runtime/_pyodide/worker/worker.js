@@ -1,8 +1,8 @@
 // The Deno side of a ptc-runner Pyodide worker.
 //
 // Usage (the host builds this command line; see runtime/_pyodide/_deno.py):
-//   deno run --no-prompt --allow-read=<assets>,<this dir>,<runtime/_worker/_program.py> worker.js serve <assets> [<snapshot>]
-//   deno run --no-prompt --allow-read=<assets>,<this dir>,<runtime/_worker/_program.py> worker.js snapshot <assets>
+//   deno run --no-prompt --allow-read=<assets>,<this dir>,<runtime/_worker/_program.py>,<runtime/_worker/_wire.py> worker.js serve <assets> [<snapshot>]
+//   deno run --no-prompt --allow-read=<assets>,<this dir>,<runtime/_worker/_program.py>,<runtime/_worker/_wire.py> worker.js snapshot <assets>
 //
 // "serve" loads one fresh Pyodide instance, locks the realm down (lockDown),
 // announces it with a READY frame and serves exactly one run ("serve-unlocked":
@@ -237,10 +237,12 @@ async function load(assets, snapshotPath, makeSnapshot) {
 }
 
 // Python source shipped beside this script, loaded as a module of its own.
-// runtime/_worker/_program.py (the program semantics, shared with the CPython worker)
-// comes first: bootstrap.py imports it.
+// runtime/_worker/_program.py (the program semantics) and _wire.py (the lossless
+// JSON check and the output accounting), shared with the CPython worker, come
+// first: bootstrap.py imports them.
 const MODULES = [
   ["_ptc_program", "../../_worker/_program.py", "<ptc-program>"],
+  ["_ptc_wire", "../../_worker/_wire.py", "<ptc-wire>"],
   ["_ptc_bootstrap", "./bootstrap.py", "<ptc-bootstrap>"],
 ];
 
