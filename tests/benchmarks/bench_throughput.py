@@ -78,7 +78,7 @@ class CpuPerRun:
 
     def __init__(self) -> None:
         self.samples: list[float] = []
-        self._start = 0.0
+        self._start = self._spent = 0.0
 
     def __enter__(self) -> CpuPerRun:
         self._start = machine_cpu()
@@ -98,20 +98,19 @@ def _fork_unshare_exit_seconds(samples: int, meter: CpuPerRun | None = None) -> 
     """Median wall time of fork, unshare of the six namespaces, exit and reap."""
     libc = ctypes.CDLL(None, use_errno=True)
     times = []
+    with meter or contextlib.nullcontext():
+        for _ in range(samples):
+            started = time.perf_counter()
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0 if libc.unshare(ctypes.c_int(_FLAGS)) == 0 else 1)
+            _, status = os.waitpid(pid, 0)
+            times.append(time.perf_counter() - started)
+            if status != 0:
+                raise SystemExit(f"unshare of the six namespaces failed (status {status})")
+        if meter is not None:
+            time.sleep(0.05)  # the kernel's deferred teardown of the last namespaces
     if meter is not None:
-        meter.__enter__()
-    for _ in range(samples):
-        started = time.perf_counter()
-        pid = os.fork()
-        if pid == 0:
-            os._exit(0 if libc.unshare(ctypes.c_int(_FLAGS)) == 0 else 1)
-        _, status = os.waitpid(pid, 0)
-        times.append(time.perf_counter() - started)
-        if status != 0:
-            raise SystemExit(f"unshare of the six namespaces failed (status {status})")
-    if meter is not None:
-        time.sleep(0.05)  # the kernel's deferred teardown of the last namespaces
-        meter.__exit__()
         meter.add(samples)
     return statistics.median(times)
 
