@@ -498,31 +498,50 @@ def _deny_if_arg_in(nr: int, index: int, values: Iterable[int], answer: int) -> 
 
 
 def _deny_numbers(numbers: Sequence[int], answer: int) -> list[bytes]:
-    """Return ``answer`` for the system calls ``numbers`` (ascending), allow the rest.
+    """Return ``answer`` for the system calls ``numbers``, allow the rest.
 
-    A run of consecutive numbers takes two comparisons, a lone one one; every
-    match jumps to one shared refusal at the end. The kernel compiles a
-    filter in each worker, in time that grows with its length: this keeps it
-    short (on x86_64, 162 instructions instead of 346).
+    A balanced search over the points where the verdict changes (where a run of
+    consecutive denied numbers starts, and where it ends): a number is decided
+    after about log2(points) comparisons, each a ``JGE`` whose branches lead to
+    a smaller search or to one of the two shared returns at the end. The
+    kernel, installing a filter, runs it once for every system call number
+    (to cache the verdicts that do not depend on the arguments). With a chain
+    of comparisons, one or two per run, that made each worker's install take
+    a median 138 us on x86_64; with the search, 82 us (alternating, 60 each).
     """
-    runs: list[list[int]] = []
-    for nr in numbers:
-        if runs and nr == runs[-1][1] + 1:
-            runs[-1][1] = nr
+    points: list[int] = []
+    for nr in sorted(set(numbers)):
+        if points and nr == points[-1]:
+            points[-1] = nr + 1  # the run goes on: it now ends after nr
         else:
-            runs.append([nr, nr])
-    size = sum(1 if low == high else 2 for low, high in runs)
-    if size > 255:  # (jump offsets are 8-bit)
-        raise ValueError(f"too many separate system calls to deny: {size} comparisons")
-    body: list[bytes] = []
-    for low, high in runs:
-        if low != high:
-            # Above the run: skip its lower bound. At or above its lower bound: refuse.
-            body.append(_jump(_BPF_JGE_K, high + 1, 1, 0))
-            body.append(_jump(_BPF_JGE_K, low, size - len(body), 0))
-        else:
-            body.append(_jump(_BPF_JEQ_K, low, size - len(body), 0))
-    return [*body, _stmt(_BPF_RET_K, _RET_ALLOW), _stmt(_BPF_RET_K, answer)]
+            points += [nr, nr + 1]
+    if len(points) > 255:  # (jump offsets are 8-bit)
+        raise ValueError(f"too many separate system calls to deny: {len(points)} comparisons")
+    # Segment s is the numbers from points[s - 1] up to points[s] (exclusive):
+    # allowed before the first point, then denied and allowed by turns.
+    body: list[tuple[int, int | str, int | str]] = []
+
+    def search(low: int, high: int) -> int | str:
+        """Emit the search among segments low..high; its first instruction, or a return."""
+        if low == high:
+            return "deny" if low % 2 else "allow"
+        middle = (low + high + 1) // 2
+        here = len(body)
+        body.append((points[middle - 1], 0, 0))  # patched below
+        below = search(low, middle - 1)
+        above = search(middle, high)
+        body[here] = (points[middle - 1], above, below)
+        return here
+
+    search(0, len(points))
+    size = len(body)
+    returns = {"allow": size, "deny": size + 1}
+    program: list[bytes] = []
+    for index, (point, above, below) in enumerate(body):
+        jt = returns[above] if isinstance(above, str) else above
+        jf = returns[below] if isinstance(below, str) else below
+        program.append(_jump(_BPF_JGE_K, point, jt - index - 1, jf - index - 1))
+    return [*program, _stmt(_BPF_RET_K, _RET_ALLOW), _stmt(_BPF_RET_K, answer)]
 
 
 @functools.lru_cache(maxsize=4)

@@ -919,12 +919,22 @@ def test_exit_status_is_passed_through(workdir: str) -> None:
 
 def run_filter(program: bytes, arch: int, nr: int, *args: int) -> int:
     """Evaluate a classic-BPF seccomp program the way the kernel would."""
+    return _evaluate(program, arch, nr, *args)[0]
+
+
+def filter_steps(program: bytes, arch: int, nr: int, *args: int) -> int:
+    """How many instructions the program runs to decide on ``nr``."""
+    return _evaluate(program, arch, nr, *args)[1]
+
+
+def _evaluate(program: bytes, arch: int, nr: int, *args: int) -> tuple[int, int]:
     padded = [*args, 0, 0, 0, 0, 0, 0][:6]
     data = struct.pack("<II", nr & 0xFFFFFFFF, arch) + struct.pack("<Q6Q", 0, *padded)
     instructions = [struct.unpack_from("=HBBI", program, i) for i in range(0, len(program), 8)]
-    pc = accumulator = 0
+    pc = accumulator = steps = 0
     while True:
         code, jt, jf, k = instructions[pc]
+        steps += 1
         if code == 0x20:
             accumulator = struct.unpack_from("<I", data, k)[0]
             pc += 1
@@ -933,7 +943,7 @@ def run_filter(program: bytes, arch: int, nr: int, *args: int) -> int:
         elif code == 0x35:
             pc += 1 + (jt if accumulator >= k else jf)
         elif code == 0x06:
-            return int(k)
+            return int(k), steps
         else:  # pragma: no cover - the assembler emits nothing else
             raise AssertionError(f"unexpected BPF opcode {code:#x}")
 
@@ -1039,6 +1049,36 @@ def test_filter_allows_exactly_the_rest(arch_name: str) -> None:
             assert verdict == EPERM, names[nr]
         elif names[nr] not in CONDITIONAL:
             assert verdict == ALLOW, names[nr]
+
+
+@pytest.mark.parametrize("arch_name", list(ARCHES))
+def test_filter_decides_every_number_in_a_few_steps(arch_name: str) -> None:
+    """The denied numbers are searched, not compared one by one.
+
+    Installing a filter, the kernel runs it for every system call number to
+    cache the verdicts: a chain of comparisons made that most of each worker's
+    install time.
+    """
+    arch = ARCHES[arch_name]
+    table = _seccomp.SYSCALL_TABLES[arch]
+    program = _seccomp.build_filter(arch, self_pid=1)
+    conditional = {table[name] for name in CONDITIONAL if name in table}
+    steps = [filter_steps(program, arch, nr) for nr in range(1024) if nr not in conditional]
+    # The prologue (architecture, x32, the conditional calls), then the search.
+    assert max(steps) <= 10 + 2 * len(CONDITIONAL), max(steps)
+
+
+def test_deny_numbers_searches_runs_and_lone_numbers() -> None:
+    numbers = [0, 1, 2, 5, 7, 8, 9, 10, 12, 12, 40]  # (12 twice: counted once)
+    program = b"".join(
+        [
+            _seccomp._stmt(0x20, 0),  # load the number (what run_filter packs first)
+            *_seccomp._deny_numbers(numbers, EPERM),
+        ]
+    )
+    for nr in range(64):
+        assert run_filter(program, 0, nr) == (EPERM if nr in numbers else ALLOW), nr
+    assert run_filter(program, 0, 0xFFFFFFFF) == ALLOW
 
 
 def test_syscall_tables_agree_with_libseccomp() -> None:
