@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import anyio
@@ -35,6 +36,34 @@ async def test_a_runtime_runs_on_the_zygote_it_adopts() -> None:
         await backend.aclose()
     assert _gone(zygote)
     zygote.discard()  # the runtime's now: nothing happens
+
+
+def _usable_directory(path: str) -> bool:
+    return os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK)
+
+
+async def test_the_zygote_directory_is_in_memory_unless_tmpdir_says(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Every run's work directory is made and removed in it: on /dev/shm, not a disk."""
+    monkeypatch.setattr(tempfile, "tempdir", None)  # (tempfile caches its choice)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    chosen = spawn_zygote(zygote_settings())
+    chosen.discard()
+    assert Path(chosen.tmp).parent == tmp_path
+    monkeypatch.delenv("TMPDIR")
+    memory = _usable_directory("/dev/shm")
+    zygote = spawn_zygote(zygote_settings())
+    backend = SubprocessRuntime(zygote=zygote, spares=0)
+    try:
+        expected = "/dev/shm" if memory else tempfile.gettempdir()
+        assert os.path.dirname(zygote.tmp) == expected
+        outcome = await backend.run("return 6 * 7", tool_names=[], call_tool=ToolBox())
+        assert outcome.ok and outcome.result == 42, outcome
+        assert outcome.isolation.missing == ()
+    finally:
+        await backend.aclose()
+    assert _gone(zygote)
 
 
 async def test_a_worker_runs_with_the_cyclic_gc_on() -> None:
