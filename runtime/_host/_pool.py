@@ -29,6 +29,7 @@ import shutil
 import signal
 import socket
 import sys
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
@@ -52,6 +53,11 @@ _GREETING_BYTES = 1 << 16
 _MAGIC = importlib.util.MAGIC_NUMBER.hex()
 # How many runs' starts the size asked of the next spares is the largest of.
 _STARTS_KEPT = 8
+# Runs that end less than this apart keep the machine busy: the spares asked
+# for then skip the prewarm. Such a spare is taken within milliseconds, and the
+# prewarm's CPU (about 0.5 ms a worker) competes with the runs; where runs are
+# further apart the prewarm runs on an idle CPU and shortens the next hand-off.
+_BUSY_INTERVAL = 0.010
 
 
 class ExitStatus(NamedTuple):
@@ -450,6 +456,10 @@ class WorkerPool:
         self._next_id = 0
         # The sizes of the last runs' starts: the next spares make room for the largest.
         self._starts: deque[int] = deque(maxlen=_STARTS_KEPT)
+        # When the last run ended, and whether it ended within _BUSY_INTERVAL
+        # of the one before.
+        self._last_release = float("-inf")
+        self._busy = False
         self._closed = False
         self._spare_error: str | None = None
         if zygote is not None:
@@ -592,8 +602,10 @@ class WorkerPool:
         ):
             # One a run already waits for skips the prewarm, which would only
             # delay that run (by about 0.7 ms) to spare it less (about 0.1 ms),
-            # and costs CPU when runs outnumber the spares.
-            request_id = self._send(zygote, self._default_key, prewarm=coming >= self._waiting)
+            # and costs CPU when runs outnumber the spares. So does one asked
+            # for while runs end back to back (see _BUSY_INTERVAL).
+            prewarm = coming >= self._waiting and not self._busy
+            request_id = self._send(zygote, self._default_key, prewarm=prewarm)
             self._spare_requests.add(request_id)
 
     def _collect(self, zygote: _ZygoteProcess) -> None:
@@ -679,6 +691,9 @@ class WorkerPool:
         """
         if worker.start_bytes:
             self._starts.append(worker.start_bytes)
+        now = time.monotonic()
+        self._busy = now - self._last_release < _BUSY_INTERVAL
+        self._last_release = now
         self._retire(worker)
 
     def _retire(self, worker: Worker) -> None:

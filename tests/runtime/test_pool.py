@@ -84,10 +84,11 @@ def test_max_workers_must_be_positive() -> None:
 
 
 async def test_a_worker_a_run_waits_for_skips_the_prewarm(
-    asked_workers: list[AskedWorker],
+    asked_workers: list[AskedWorker], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Spares made ahead are prewarmed; one asked for because a run has none
     # to take is not (the run would wait for the prewarm), and says so.
+    monkeypatch.setattr(_pool, "_BUSY_INTERVAL", 0.0)  # (runs ending close together: below)
     asked = asked_workers
     box = ToolBox()
     async with SubprocessRuntime(spares=1) as runtime:
@@ -101,6 +102,28 @@ async def test_a_worker_a_run_waits_for_skips_the_prewarm(
         asked.clear()
         await _run_all(runtime, box, 1, 0.0)  # a spare is ready again
         assert all(one.prewarm for one in asked), asked
+
+
+@pytest.mark.parametrize("busy", [False, True])
+async def test_spares_asked_for_as_runs_end_back_to_back_skip_the_prewarm(
+    asked_workers: list[AskedWorker], monkeypatch: pytest.MonkeyPatch, busy: bool
+) -> None:
+    # A run that ends within _BUSY_INTERVAL of the one before marks the pool
+    # busy: the spare asked for in its place is taken soon, and its prewarm
+    # would only compete with the runs for the CPU.
+    monkeypatch.setattr(_pool, "_BUSY_INTERVAL", 60.0 if busy else 0.0)
+    asked = asked_workers
+    box = ToolBox()
+    async with SubprocessRuntime(spares=1) as runtime:
+        await runtime.start()
+        for _ in range(4):
+            await _run_all(runtime, box, 1, 0.0)
+    # The spare asked for as the runtime started, then one after each run.
+    assert len(asked) == 5, asked
+    assert asked[0].prewarm is True
+    # The first run's end is the first there is: nothing ended just before it.
+    assert asked[1].prewarm is True
+    assert [one.prewarm for one in asked[2:]] == [not busy] * 3
 
 
 @pytest.mark.parametrize("prewarm", [True, False])
