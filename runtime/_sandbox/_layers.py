@@ -81,7 +81,6 @@ import resource
 import signal
 import sys
 import sysconfig
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, NoReturn
@@ -858,6 +857,8 @@ def probe_layers() -> list[LayerStatus]:
     For ``ptc doctor``. Never raises for a missing layer; the child is reaped
     before returning.
     """
+    import tempfile  # (not at the top: the zygote imports this module, never this function)
+
     with tempfile.TemporaryDirectory(prefix="ptc-probe-") as workdir:
         read_fd, write_fd = os.pipe()
         pid = os.fork()

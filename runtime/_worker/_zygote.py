@@ -43,7 +43,6 @@ import importlib.util
 import json
 import os
 import select
-import shutil
 import signal
 import socket
 import sys
@@ -387,6 +386,11 @@ def _remove_workdir(workdir: str) -> None:
     try:
         os.rmdir(workdir)
     except OSError:
+        # Imported when first needed: shutil loads bz2 and lzma, and their four
+        # shared libraries would be mapped in every worker, which a fork copies
+        # and an exit tears down (18 of the zygote's 236 mappings).
+        import shutil
+
         shutil.rmtree(workdir, ignore_errors=True)
 
 

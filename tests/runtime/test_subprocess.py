@@ -608,6 +608,27 @@ async def test_the_work_directory_goes_with_its_worker_whatever_the_program_left
         assert tmp is not None
 
 
+def _mapped_files(pid: int) -> set[str]:
+    with open(f"/proc/{pid}/maps") as maps:
+        return {line.split()[5].rsplit("/", 1)[-1] for line in maps if len(line.split()) > 5}
+
+
+async def test_the_zygote_maps_no_library_its_workers_have_no_use_for() -> None:
+    # Each fork copies the zygote's mappings and each exit tears them down. shutil
+    # (needed only for a work directory a program left files in) loads bz2 and
+    # lzma; TLS is of no use without a network.
+    async with SubprocessRuntime(spares=0) as backend:
+        outcome = await backend.run("return 1", tool_names=[], call_tool=ToolBox())
+        assert outcome.result == 1
+        zygote = backend._pool.zygote_pid
+        assert zygote is not None
+        mapped = _mapped_files(zygote)
+    assert any(name.startswith("_asyncio") for name in mapped), mapped  # (the check reads maps)
+    unused = [name for name in mapped if name.startswith(("_bz2", "_lzma", "libbz2", "liblzma"))]
+    unused += [name for name in mapped if name.startswith(("_ssl", "libssl"))]
+    assert unused == []
+
+
 async def test_no_spares_and_own_limits() -> None:
     async with SubprocessRuntime(layers=(), spares=0, limits=Limits(timeout=5)) as backend:
         assert backend.limits.timeout == 5
