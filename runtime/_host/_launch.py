@@ -54,17 +54,17 @@ _BOOTSTRAP_MODULES = ("asyncio",)
 #: mapped in any worker. asyncio does without (``ssl`` is optional to it).
 _NEVER_LOADED = ("ssl",)
 
-# Where the zygote's directory goes unless $TMPDIR says: the zygote makes and
-# removes a work directory in it for every run (holding empty files at most:
-# a worker's file-size limit is 0), and the worker changes its owner and mode.
-# On ext4 here, mkdir and rmdir took 40 + 77 us, and the journal commits each
-# change afterwards; on tmpfs, 5 + 5 us.
+# Where the zygote's directory goes unless $TMPDIR (or $TEMP, $TMP) says: the
+# zygote makes and removes a work directory in it for every run (holding empty
+# files at most: a worker's file-size limit is 0), and the worker changes its
+# owner and mode. On ext4 here, mkdir and rmdir took 40 + 77 us, and the
+# journal commits each change afterwards; on tmpfs, 5 + 5 us.
 _MEMORY_DIR = "/dev/shm"
 
 
 def _zygote_dir_parent() -> str | None:
-    """``$TMPDIR`` if set (``None``: tempfile's choice), else ``/dev/shm`` if usable."""
-    if os.environ.get("TMPDIR"):
+    """Tempfile's choice (``None``) where the environment names one, else ``/dev/shm`` if usable."""
+    if any(os.environ.get(name) for name in ("TMPDIR", "TEMP", "TMP")):
         return None
     if os.path.isdir(_MEMORY_DIR) and os.access(_MEMORY_DIR, os.W_OK | os.X_OK):
         return _MEMORY_DIR
@@ -166,8 +166,8 @@ def spawn_zygote(settings: ZygoteSettings) -> SpawnedZygote:
 
     It runs in an isolated interpreter (``-I -S``, an empty environment, a new
     session), in a private temporary directory that holds its workers' own:
-    under ``$TMPDIR`` if it is set, else in ``/dev/shm`` (memory) where that
-    is usable, else in the system's temporary directory.
+    under ``$TMPDIR`` (or ``$TEMP``, ``$TMP``) if set, else in ``/dev/shm``
+    (memory) where that is usable, else in the system's temporary directory.
 
     Raises:
         OSError: the process, its socket or its directory cannot be made.

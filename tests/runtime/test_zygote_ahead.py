@@ -46,12 +46,16 @@ async def test_the_zygote_directory_is_in_memory_unless_tmpdir_says(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """Every run's work directory is made and removed in it: on /dev/shm, not a disk."""
-    monkeypatch.setattr(tempfile, "tempdir", None)  # (tempfile caches its choice)
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    chosen = spawn_zygote(zygote_settings())
-    chosen.discard()
-    assert Path(chosen.tmp).parent == tmp_path
-    monkeypatch.delenv("TMPDIR")
+    for name in ("TMPDIR", "TEMP", "TMP"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("TMPDIR", "TMP"):
+        monkeypatch.setattr(tempfile, "tempdir", None)  # (tempfile caches its choice)
+        monkeypatch.setenv(name, str(tmp_path))
+        chosen = spawn_zygote(zygote_settings())
+        chosen.discard()
+        assert Path(chosen.tmp).parent == tmp_path, name
+        monkeypatch.delenv(name)
+    monkeypatch.setattr(tempfile, "tempdir", None)
     memory = _usable_directory("/dev/shm")
     zygote = spawn_zygote(zygote_settings())
     backend = SubprocessRuntime(zygote=zygote, spares=0)
