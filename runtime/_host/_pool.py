@@ -58,6 +58,12 @@ _STARTS_KEPT = 8
 # prewarm's CPU (about 0.5 ms a worker) competes with the runs; where runs are
 # further apart the prewarm runs on an idle CPU and shortens the next hand-off.
 _BUSY_INTERVAL = 0.010
+# The zygote forks a spare asked for after a run ends, while runs are not busy,
+# only this long after: the run's caller finishes with it first (its event
+# flush, two thread wake-ups, then took 1.1-1.5 ms more while the fork and
+# the spare's sandboxing had the other CPU: run_code with an event sink, 2.44
+# -> 1.34 ms on a 2-vCPU VM).
+_SPARE_AFTER_RUN_DELAY = 0.003
 
 
 class ExitStatus(NamedTuple):
@@ -334,17 +340,26 @@ class _ZygoteProcess:
                 await anyio.wait_readable(self._pidfd)
 
     def request(
-        self, request_id: int, key: SandboxKey, start_bytes: int = 0, *, prewarm: bool = True
+        self,
+        request_id: int,
+        key: SandboxKey,
+        start_bytes: int = 0,
+        *,
+        prewarm: bool = True,
+        after: float = 0.0,
     ) -> None:
         """Ask for a worker for ``key`` that makes room for a run's start of ``start_bytes``.
 
-        Without ``prewarm`` the worker skips the prewarm program: a run waits for it.
+        Without ``prewarm`` the worker skips the prewarm program: a run waits for
+        it. With ``after``, the zygote forks it that many seconds from now.
         """
         request: dict[str, object] = {"id": request_id, **_request_fields(key)}
         if start_bytes:
             request["start_bytes"] = start_bytes
         if not prewarm:
             request["prewarm"] = False
+        if after:
+            request["after"] = after
         try:
             self.ctl.send(orjson.dumps(request))
         except OSError:
@@ -584,17 +599,22 @@ class WorkerPool:
             reply.kill()
             reply.close()
 
-    def _send(self, zygote: _ZygoteProcess, key: SandboxKey, *, prewarm: bool = False) -> int:
+    def _send(
+        self, zygote: _ZygoteProcess, key: SandboxKey, *, prewarm: bool = False, after: float = 0.0
+    ) -> int:
         self._next_id += 1
-        zygote.request(self._next_id, key, max(self._starts, default=0), prewarm=prewarm)
+        start_bytes = max(self._starts, default=0)
+        zygote.request(self._next_id, key, start_bytes, prewarm=prewarm, after=after)
         if not zygote.alive:
             raise _ZygoteDied
         return self._next_id
 
-    def _replenish(self, zygote: _ZygoteProcess) -> None:
+    def _replenish(self, zygote: _ZygoteProcess, *, after_run: bool = False) -> None:
         """Ask for spares up to the target, or one per waiting run if more, within the bound.
 
         (A waiting run takes a spare already asked for: it comes sooner than a new one.)
+        ``after_run``: a run has just ended; a spare nobody waits for is forked a
+        moment later (see _SPARE_AFTER_RUN_DELAY), unless runs are busy.
         """
         wanted = max(self._target, self._waiting)
         while (coming := len(self._spares) + len(self._spare_requests)) < wanted and (
@@ -605,7 +625,8 @@ class WorkerPool:
             # and costs CPU when runs outnumber the spares. So does one asked
             # for while runs end back to back (see _BUSY_INTERVAL).
             prewarm = coming >= self._waiting and not self._busy
-            request_id = self._send(zygote, self._default_key, prewarm=prewarm)
+            after = _SPARE_AFTER_RUN_DELAY if after_run and prewarm else 0.0
+            request_id = self._send(zygote, self._default_key, prewarm=prewarm, after=after)
             self._spare_requests.add(request_id)
 
     def _collect(self, zygote: _ZygoteProcess) -> None:
@@ -705,7 +726,7 @@ class WorkerPool:
             self._freed = None
         zygote = self._zygote
         if zygote is not None and zygote.alive and not self._closed:
-            self._replenish(zygote)
+            self._replenish(zygote, after_run=True)
 
     async def _ensure_zygote(self) -> _ZygoteProcess:
         if self._closed:

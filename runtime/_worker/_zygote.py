@@ -4,7 +4,9 @@ Runs in its own isolated interpreter (``python -I -S``, empty environment),
 spawned by ``runtime._host._launch``. It imports the bootstrap, the sandbox layers and the
 allowed modules once, then serves fork requests from the host over a
 ``SOCK_SEQPACKET`` control socket (and cancellations: ``{"cancel": id}`` kills
-the worker forked for request ``id`` if it still lives; its run gave up). For
+the worker forked for request ``id`` if it still lives; its run gave up). A
+request may ask to be forked ``after`` a moment (at most :data:`_MAX_DEFER`
+seconds; a deferred request cancelled is answered as refused). For
 each request it creates the run channel (a socketpair), a status pipe and a
 private work directory, forks, and hands the host its end of the channel and
 the read end of the status pipe with ``SCM_RIGHTS``. The child puts itself
@@ -35,6 +37,7 @@ host reports why (there is no fallback with fewer layers).
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import functools
 import gc
@@ -46,6 +49,7 @@ import select
 import signal
 import socket
 import sys
+import time
 import types
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -67,6 +71,8 @@ from ._protocol import encode_frame
 __all__ = ["main"]
 
 _REQUEST_BYTES = 1 << 16
+# The longest a request may ask to be deferred (its "after", in seconds).
+_MAX_DEFER = 0.1
 
 
 def _loop_fds(loop: Any) -> list[int]:
@@ -107,6 +113,8 @@ class _ForkServer:
         # The write end of each init's lifeline, closed as it is reaped (or
         # as this process dies): the init's parent cannot be seen from inside.
         self.lifelines: dict[int, int] = {}
+        # Requests to fork later ("after" seconds from their arrival), by when, oldest first.
+        self.deferred: list[tuple[float, dict[str, Any]]] = []
 
     def serve(self) -> NoReturn:
         signal.signal(signal.SIGCHLD, lambda signum, frame: None)
@@ -123,7 +131,10 @@ class _ForkServer:
         )
         while True:
             watched = [self.ctl.fileno(), self.wake_r, *self.mapping]
-            readable, _, _ = select.select(watched, [], [])
+            timeout = None
+            if self.deferred:
+                timeout = max(0.0, self.deferred[0][0] - time.monotonic())
+            readable, _, _ = select.select(watched, [], [], timeout)
             if self.wake_r in readable:
                 with contextlib.suppress(BlockingIOError):
                     os.read(self.wake_r, 4096)
@@ -141,8 +152,14 @@ class _ForkServer:
                 message = orjson.loads(request)
                 if "cancel" in message:
                     self.cancel(message["cancel"])
+                elif _deferral(message):
+                    due = time.monotonic() + _deferral(message)
+                    bisect.insort(self.deferred, (due, message), key=lambda item: item[0])
                 else:
                     self.fork(message)
+            now = time.monotonic()
+            while self.deferred and self.deferred[0][0] <= now:
+                self.fork(self.deferred.pop(0)[1])
 
     def reap(self) -> None:
         while True:
@@ -210,7 +227,15 @@ class _ForkServer:
         os.close(answer)
 
     def cancel(self, request_id: int) -> None:
-        """Kill the worker of ``request_id``, unless it was reaped already (or never forked)."""
+        """Kill the worker of ``request_id``, unless it was reaped already (or never forked).
+
+        A request still deferred is dropped, and answered as refused.
+        """
+        for index, (_due, request) in enumerate(self.deferred):
+            if request["id"] == request_id:
+                del self.deferred[index]
+                self.ctl.send(orjson.dumps({"id": request_id, "error": "cancelled"}))
+                return
         pid = self.requests.pop(request_id, None)
         if pid is not None and pid in self.children:
             _kill_worker(pid)
@@ -369,6 +394,14 @@ class _ForkServer:
         # it, as a protocol failure.
         with contextlib.suppress(BaseException):
             sock.sendall(encode_frame({"type": "error", "kind": "sandbox", "message": message}))
+
+
+def _deferral(request: dict[str, Any]) -> float:
+    """How long to wait before forking for ``request``: its ``after``, within bounds."""
+    after = request.get("after", 0)
+    if type(after) not in (int, float):
+        return 0.0
+    return float(min(max(after, 0), _MAX_DEFER))
 
 
 def _ask_for_id_maps(ask: int, answer: int, unshared: bool) -> bool:

@@ -18,6 +18,7 @@ class AskedWorker:
 
     start_bytes: int
     prewarm: bool
+    after: float = 0.0
 
 
 @pytest.fixture
@@ -33,9 +34,10 @@ def asked_workers(monkeypatch: pytest.MonkeyPatch) -> list[AskedWorker]:
         start_bytes: int = 0,
         *,
         prewarm: bool = True,
+        after: float = 0.0,
     ) -> None:
-        asked.append(AskedWorker(start_bytes, prewarm))
-        request(self, request_id, key, start_bytes, prewarm=prewarm)
+        asked.append(AskedWorker(start_bytes, prewarm, after))
+        request(self, request_id, key, start_bytes, prewarm=prewarm, after=after)
 
     monkeypatch.setattr(_pool._ZygoteProcess, "request", recording)
     return asked

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import anyio
 import pytest
 
@@ -124,6 +126,58 @@ async def test_spares_asked_for_as_runs_end_back_to_back_skip_the_prewarm(
     # The first run's end is the first there is: nothing ended just before it.
     assert asked[1].prewarm is True
     assert [one.prewarm for one in asked[2:]] == [not busy] * 3
+
+
+async def test_a_spare_asked_for_as_a_run_ends_is_forked_a_moment_later(
+    asked_workers: list[AskedWorker], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Not while the run's caller is still finishing with it (its event flush).
+    # Spares asked for as the runtime starts, or for a waiting run, or while
+    # runs are busy, are forked at once.
+    monkeypatch.setattr(_pool, "_BUSY_INTERVAL", 0.0)
+    asked = asked_workers
+    async with SubprocessRuntime(spares=1) as runtime:
+        await runtime.start()
+        await _run_all(runtime, ToolBox(), 1, 0.0)
+        await _run_all(runtime, ToolBox(), 3, 0.2)  # two of them wait for a worker
+    assert asked[0].after == 0.0  # as the runtime started
+    assert asked[1].after == _pool._SPARE_AFTER_RUN_DELAY  # after the first run
+    waiting = [one for one in asked[2:] if not one.prewarm]
+    assert len(waiting) >= 2 and all(one.after == 0.0 for one in waiting), asked
+
+
+async def test_the_zygote_forks_a_deferred_request_after_the_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    collected: list[int] = []
+    collect = _pool._ZygoteProcess.collect
+
+    def recording(self: _pool._ZygoteProcess) -> list[tuple[int, _pool.Worker | str]]:
+        replies = collect(self)
+        collected.extend(request_id for request_id, _ in replies)
+        return replies
+
+    monkeypatch.setattr(_pool._ZygoteProcess, "collect", recording)
+    async with SubprocessRuntime(spares=0) as runtime:
+        pool = runtime._pool
+        zygote = await pool._ensure_zygote()
+        asked = time.monotonic()
+        zygote.request(901, runtime._default_key, after=0.1)
+        zygote.request(902, runtime._default_key)
+        zygote.request(903, runtime._default_key, after=5.0)  # (the zygote allows 0.1 s)
+        await pool._wait(zygote, lambda: {901, 902, 903} <= pool._replies.keys())
+        waited = time.monotonic() - asked
+        zygote.request(904, runtime._default_key, after=0.1)
+        zygote.cancel(904)
+        await pool._wait(zygote, lambda: 904 in pool._replies)
+        assert collected == [902, 901, 903, 904]  # the zygote answers as it forks
+        assert waited >= 0.1
+        assert pool._replies.pop(904) == "cancelled"  # never forked
+        for request_id in (901, 902, 903):
+            worker = pool._replies.pop(request_id)
+            assert isinstance(worker, _pool.Worker)
+            worker.kill()
+            worker.close()
 
 
 @pytest.mark.parametrize("prewarm", [True, False])
