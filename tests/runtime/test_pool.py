@@ -171,7 +171,7 @@ async def test_the_zygote_forks_a_deferred_request_after_the_others(
         zygote.cancel(904)
         await pool._wait(zygote, lambda: 904 in pool._replies)
         assert collected == [902, 901, 903, 904]  # the zygote answers as it forks
-        assert waited >= 0.1
+        assert 0.1 <= waited < 4.0  # (903's 5 s were cut to 0.1)
         assert pool._replies.pop(904) == "cancelled"  # never forked
         for request_id in (901, 902, 903):
             worker = pool._replies.pop(request_id)
