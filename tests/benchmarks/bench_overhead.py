@@ -135,6 +135,11 @@ async def bench_sub_calls(rounds: int, calls: int) -> None:
                     "fake none": lambda: _executor_run(in_process, none),
                 },
                 rounds,
+                # The spare replacing the last run's worker is forked (and
+                # sandboxed: about 5 ms of CPU) in the next run, a long or a
+                # short one by turns: without the pause the difference between
+                # them would also count the fork.
+                pause=0.02,
             )
     floor = (medians["runtime many"] - medians["runtime none"]) / calls
     through = (medians["executor many"] - medians["executor none"]) / calls
