@@ -606,6 +606,7 @@ def serve_tools(tools: Any, options: ServeOptions) -> int:
 
     async def go() -> None:
         async with (
+            runtime,
             tools.open() as registry,
             CodeExecutor(
                 registry,

@@ -120,15 +120,15 @@ class _ForkServer:
         signal.signal(signal.SIGCHLD, lambda signum, frame: None)
         signal.set_wakeup_fd(self.wake_w)
         # What the host needs to compile programs for the workers itself.
-        self.ctl.send(
-            orjson.dumps(
-                {
-                    "ready": os.getpid(),
-                    "magic": importlib.util.MAGIC_NUMBER.hex(),
-                    "optimize": sys.flags.optimize,
-                }
-            )
-        )
+        ready = {
+            "ready": os.getpid(),
+            "magic": importlib.util.MAGIC_NUMBER.hex(),
+            "optimize": sys.flags.optimize,
+        }
+        try:
+            self.ctl.send(orjson.dumps(ready))
+        except OSError:
+            self.shutdown()  # the host went away while this booted
         while True:
             watched = [self.ctl.fileno(), self.wake_r, *self.mapping]
             timeout = None
@@ -202,6 +202,9 @@ class _ForkServer:
             if entry is not None:
                 os.close(entry[0])
                 _remove_workdir(entry[1])
+        # Its own directory too: a host killed (or one that never closed its
+        # runtime) cannot remove it, and the socket's end is all the zygote sees.
+        _remove_workdir(self.tmp)
         os._exit(0)
 
     def map_ids(self, ask: int) -> None:

@@ -3,6 +3,7 @@ over stdio and over streamable HTTP on loopback (the transports, the token)."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -316,6 +317,26 @@ async def test_over_streamable_http_a_bearer_token_is_required() -> None:
             result = await client.call_tool("run_code", run_code(FANOUT))
     assert result.structured_content is not None
     assert result.structured_content["result"] == {"alpha": 5, "beta": 4, "gamma": 5}
+
+
+def _entries(directory: Path) -> list[str]:
+    return sorted(os.listdir(directory))
+
+
+async def test_a_terminated_http_server_closes_its_runtime(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # SIGTERM (a service manager's stop) ends the server cleanly: its runtime
+    # is closed, the zygote's directory is gone by the time the process is.
+    from mcp.client.streamable_http import streamable_http_client
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    with http_server() as url:
+        async with Client(streamable_http_client(url)) as client:
+            result = await client.call_tool("run_code", run_code("return 6 * 7"))
+        assert result.structured_content == {"logs": [], "result": 42}
+        assert [name[:12] for name in _entries(tmp_path)] == ["ptc-runtime-"]
+    assert _entries(tmp_path) == []
 
 
 async def test_the_token_may_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

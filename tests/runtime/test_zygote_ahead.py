@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import tempfile
+import textwrap
+import time
 from pathlib import Path
 
 import anyio
@@ -68,6 +71,47 @@ async def test_the_zygote_directory_is_in_memory_unless_tmpdir_says(
     finally:
         await backend.aclose()
     assert _gone(zygote)
+
+
+def test_a_zygote_whose_host_went_away_as_it_booted_removes_its_directory() -> None:
+    zygote = spawn_zygote(zygote_settings())
+    zygote.ctl.close()  # all a zygote sees of its host's end
+    assert zygote.process.wait(timeout=60) == 0  # its "ready" had nobody to go to
+    assert not os.path.exists(zygote.tmp)
+    zygote.discard()
+
+
+def test_a_zygote_whose_host_died_removes_its_directory(tmp_path: Path) -> None:
+    # A host killed, or one that never closes its runtime, cannot clean up: the
+    # zygote sees its control socket end, ends its workers and removes it all.
+    host = textwrap.dedent(
+        """
+        import os, anyio
+        from runtime import SubprocessRuntime
+        from runtime.testing import ToolBox
+
+        async def main():
+            runtime = SubprocessRuntime()
+            outcome = await runtime.run("return 1", tool_names=[], call_tool=ToolBox())
+            assert outcome.result == 1, outcome
+            print(runtime._pool._zygote.tmp, flush=True)
+            os._exit(0)  # without closing the runtime
+
+        anyio.run(main)
+        """
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", host], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    tmp = Path(done.stdout.strip())
+    assert tmp.parent == tmp_path
+    deadline = time.monotonic() + 30
+    while tmp.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not tmp.exists()
+    assert list(tmp_path.iterdir()) == []
 
 
 async def test_a_worker_runs_with_the_cyclic_gc_on() -> None:
