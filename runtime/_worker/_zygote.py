@@ -152,13 +152,12 @@ class _ForkServer:
                 message = orjson.loads(request)
                 if "cancel" in message:
                     self.cancel(message["cancel"])
-                elif _deferral(message):
-                    due = time.monotonic() + _deferral(message)
+                elif delay := _deferral(message):
+                    due = time.monotonic() + delay
                     bisect.insort(self.deferred, (due, message), key=lambda item: item[0])
                 else:
                     self.fork(message)
-            now = time.monotonic()
-            while self.deferred and self.deferred[0][0] <= now:
+            while self.deferred and self.deferred[0][0] <= time.monotonic():
                 self.fork(self.deferred.pop(0)[1])
 
     def reap(self) -> None:
