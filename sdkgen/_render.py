@@ -106,16 +106,17 @@ def collect(schemas: Any) -> tuple[list[Tool], int]:
     for name in sorted(by_name):
         same = by_name[name]
         if len(same) > 1:
-            # keep one, chosen by content so that input order cannot matter
+            # Keep one, chosen by content so that input order cannot matter: equal
+            # content written in another key order (which the text shows) included.
             dropped += len(same) - 1
-            same.sort(key=_canonical)
+            same.sort(key=lambda tool: (_canonical(tool, True), _canonical(tool, False)))
         tools.append(Tool(same[0]))
     return tools, dropped
 
 
-def _canonical(value: Any) -> str:
+def _canonical(value: Any, sort_keys: bool) -> str:
     try:
-        return json.dumps(value, sort_keys=True, default=repr)
+        return json.dumps(value, sort_keys=sort_keys, default=repr)
     except (ValueError, TypeError, RecursionError):
         return ""
 
@@ -242,7 +243,7 @@ def _shared_key(schema: Any) -> str | None:
         return None
     if not pascal(schema["title"], ""):
         return None
-    return _canonical(schema) or None
+    return _canonical(schema, True) or None
 
 
 def _declare(defs: Definitions, schema: Any, name: str, base: str) -> None:

@@ -73,6 +73,21 @@ def test_output_is_independent_of_input_order_and_duplicates() -> None:
     assert "1 malformed or duplicate entries left out" in expected
 
 
+def test_duplicates_equal_but_for_key_order_still_give_one_text() -> None:
+    # The text shows a schema as written (key order included): of two duplicates
+    # that differ only in key order, the one kept must not depend on input order.
+    # (Found by the property test below: an invalid schema is shown as a comment.)
+    schema = {"enum": False, "nullable": 0.0, "description": [None], "type": "string"}
+    reordered = dict(reversed(list(schema.items())))
+    first = {"name": "my-tool", "parameters": schema}
+    second = {"name": "my-tool", "parameters": reordered}
+    other = {"name": "t", "parameters": False}
+    expected = render_sdk([other, first, second])
+    for order in ([other, second, first], [second, other, first], [first, second, other]):
+        assert render_sdk(order) == expected
+    assert "1 malformed or duplicate entries left out" in expected
+
+
 def test_tools_are_in_lexicographic_order() -> None:
     text = render_sdk([_tool(n) for n in ("zeta", "Alpha", "beta", "alpha")])
     names = list(_method_docs(text))
