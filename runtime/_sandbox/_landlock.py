@@ -27,6 +27,7 @@ from ._libc import PR_SET_NO_NEW_PRIVS, prctl, syscall
 __all__ = [
     "LandlockUnavailableError",
     "abi_version",
+    "allow_read_write",
     "create_ruleset",
     "enforce",
     "restrict_self",
@@ -139,6 +140,17 @@ def create_ruleset(
         os.close(ruleset)
         raise
     return ruleset, abi
+
+
+def allow_read_write(ruleset: int, abi: int, path: str) -> None:
+    """Add the directory ``path`` (recursively) to ``ruleset`` as read-write.
+
+    For a path that exists only after :func:`create_ruleset` returned
+    ``(ruleset, abi)``: a worker's own tmpfs. Raises ``OSError`` if it cannot
+    be opened or the rule is refused.
+    """
+    os.close(os.open(path, os.O_PATH | os.O_CLOEXEC | os.O_DIRECTORY))
+    _add_path_rule(ruleset, path, _READ_WRITE & _handled_fs(abi))
 
 
 def enforce(ruleset: int) -> None:

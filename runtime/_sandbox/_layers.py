@@ -13,6 +13,10 @@ what earlier ones need:
 4. **namespaces**: user, mount, network, IPC, UTS and PID namespaces in one
    ``unshare``; a private root (read-only Python installation, three devices,
    the workdir at ``/tmp``) through ``pivot_root``; then two internal forks.
+   A worker of a zygote joins the zygote's :class:`RootTemplate` instead: the
+   user namespace and the read-only root it made once (:func:`make_root_template`),
+   then a copy of that mount namespace, new network, IPC, UTS and PID
+   namespaces, and a tmpfs of its own at ``/tmp`` for the workdir.
    The calling process becomes the *supervisor* (outside the new PID
    namespace, in the caller's process group, which is what the host kills);
    its child is the namespace's *init* (PID 1, our code, in the same process
@@ -102,10 +106,12 @@ from ._libc import (
 
 __all__ = [
     "LayerStatus",
+    "RootTemplate",
     "SandboxConfig",
     "SandboxError",
     "check_lifeline",
     "enter_sandbox",
+    "make_root_template",
     "prepare_for_workers",
     "probe_layers",
     "python_paths",
@@ -113,7 +119,6 @@ __all__ = [
 
 _CAP_VERSION_3: Final = 0x20080522
 _HOSTNAME: Final = "ptc-sandbox"
-_DEVICES: Final = ("/dev/null", "/dev/zero", "/dev/urandom")
 
 PROTECTS: Final = {
     "environment": "host secrets in environment variables (also scrubbed from memory)",
@@ -142,12 +147,49 @@ _NAMESPACE_LAYERS: Final = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class RootTemplate:
+    """A user namespace and a private root made once, for every worker to join.
+
+    Made by :func:`make_root_template` in the zygote. Each worker joins the
+    user namespace, makes a copy of the mount namespace (its root is the
+    read-only private root, ``/tmp`` an empty mount point), mounts a tmpfs of
+    its own at ``/tmp`` and unshares the network, IPC, UTS and PID namespaces
+    as any worker does. What a worker would otherwise redo per run (a user
+    namespace and its id maps, a copy of the host's whole mount table, a
+    tmpfs root, a bind mount per path, ``pivot_root`` and the detaching of the
+    old root) is done once.
+
+    Attributes:
+        user: a descriptor of the user namespace (``/proc/<pid>/ns/user``).
+        mount: a descriptor of the mount namespace holding the root.
+        mapping: how the namespace's ids map: ``"privileged"`` (root: the
+            sandbox ids map to unprivileged host ids) or ``"self"`` (our own
+            host ids, the one mapping an unprivileged user may write).
+        read_only: the paths bound read-only into the root.
+        devices: the devices bound into it.
+    """
+
+    user: int
+    mount: int
+    mapping: str
+    read_only: tuple[str, ...]
+    devices: tuple[str, ...]
+
+    def close(self) -> None:
+        """Close both descriptors (a worker, once it has joined; the zygote, at its end)."""
+        for fd in (self.user, self.mount):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SandboxConfig:
     """What to apply to one worker.
 
     Attributes:
-        workdir: the private, empty directory the host created for this run.
+        workdir: the private, empty directory the host created for this run;
+            ``None`` with a ``template``, whose workers get a tmpfs of their own.
         memory_bytes: ``RLIMIT_AS`` of the program.
         cpu_seconds: CPU time; rounded up to whole seconds (``RLIMIT_CPU``).
         max_file_bytes: ``RLIMIT_FSIZE``; the default 0 lets the program create
@@ -155,9 +197,11 @@ class SandboxConfig:
         max_open_files: ``RLIMIT_NOFILE``.
         namespaces, seccomp, landlock: switch an OS layer off (tests, debugging).
         strict: raise :class:`SandboxError` when a switched-on layer is unavailable.
+        template: the zygote's :class:`RootTemplate`, joined when ``namespaces``
+            is on (its descriptors must be among the kept ones; they are closed).
     """
 
-    workdir: str
+    workdir: str | None
     memory_bytes: int
     cpu_seconds: float
     max_file_bytes: int = 0
@@ -166,6 +210,7 @@ class SandboxConfig:
     seccomp: bool = True
     landlock: bool = True
     strict: bool = False
+    template: RootTemplate | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +304,106 @@ def prepare_for_workers() -> None:
     if arch is not None:
         with contextlib.suppress(_seccomp.SeccompUnavailableError):
             _seccomp.build_filter(arch, 1)
+
+
+def make_root_template(staging: str) -> RootTemplate:
+    """Make the :class:`RootTemplate` every worker of this process joins.
+
+    Forks a short-lived holder that unshares a user and a mount namespace,
+    gets its id maps (as root this process writes them: the sandbox ids map to
+    unprivileged host ids, as for a worker; otherwise the holder maps itself)
+    and builds the read-only private root with ``/tmp`` as an empty mount
+    point, using ``staging`` (an existing directory: the zygote's own) as its
+    mount point in the holder's namespace only. This process opens both
+    namespaces, which outlive the holder as long as the descriptors are open.
+
+    Raises:
+        SandboxError: with the reason, when this machine has no user
+            namespaces for us or the root cannot be built (the zygote's
+            workers then make their own namespaces, and report what fails).
+    """
+    staging = os.path.realpath(staging)
+    # A read-only path above the staging directory would show every run's workdir.
+    read_only = tuple(
+        path for path in python_paths() if not (staging + "/").startswith(path.rstrip("/") + "/")
+    )
+    privileged = os.geteuid() == 0
+    report_r, report_w = os.pipe()
+    go_r, go_w = os.pipe()
+    try:
+        holder = os.fork()
+    except OSError as exc:
+        for fd in (report_r, report_w, go_r, go_w):
+            os.close(fd)
+        raise SandboxError(f"cannot fork the template's holder: {exc}") from exc
+    if holder == 0:  # pragma: no cover - runs in the holder, reported through the pipe
+        os.close(report_r)
+        os.close(go_w)
+        _hold_template(staging, read_only, privileged, report_w, go_r)
+    os.close(report_w)
+    os.close(go_r)
+    try:
+        answer = os.read(report_r, 4096)
+        if privileged and answer == b"u":  # unshared: it waits for its id maps
+            try:
+                _namespaces.write_id_maps(holder)
+                mapped = b"1"
+            except OSError:
+                mapped = b"0"
+            os.write(go_w, mapped)
+            answer = os.read(report_r, 4096)
+        if not answer.startswith(b"1"):
+            reason = answer[1:].decode(errors="replace") or "the holder ended without a word"
+            raise SandboxError(f"cannot make the namespace template: {reason}")
+        user = os.open(f"/proc/{holder}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            mount = os.open(f"/proc/{holder}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            os.close(user)
+            raise
+    except OSError as exc:
+        raise SandboxError(f"cannot make the namespace template: {exc}") from exc
+    finally:
+        os.close(report_r)
+        os.close(go_w)  # the holder's cue to exit
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(holder, 0)
+    devices = tuple(device for device in answer[1:].decode().split(",") if device)
+    mapping = "privileged" if privileged else "self"
+    return RootTemplate(user, mount, mapping, read_only, devices)
+
+
+def _hold_template(
+    staging: str, read_only: tuple[str, ...], privileged: bool, report: int, go: int
+) -> NoReturn:
+    """The holder's body (see :func:`make_root_template`); never returns.
+
+    Reports ``b"u"`` when, as root, it waits for its id maps, then ``b"1"``
+    and the devices it bound (comma-separated), or ``b"0"`` and why; exits
+    once its parent closes ``go`` (the parent has opened the namespaces by then).
+    """
+    outcome = b"0"
+    try:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        uid, gid = os.geteuid(), os.getegid()
+        _namespaces.unshare(_namespaces.CLONE_NEWUSER | _namespaces.CLONE_NEWNS)
+        if privileged:
+            os.write(report, b"u")
+            if os.read(go, 1) != b"1":
+                raise SandboxError("its id maps were not written")
+            os.setgroups([])
+        else:
+            _namespaces.map_self(uid, gid)
+        devices = _namespaces.build_template_root(staging, read_only)
+        outcome = b"1" + ",".join(devices).encode()
+    except BaseException as exc:  # a forked holder must reach _exit whatever happens
+        outcome = b"0" + f"{type(exc).__name__}: {exc}"[:1000].encode(errors="replace")
+    finally:
+        try:
+            os.write(report, outcome)
+            os.read(go, 1)
+        finally:
+            os._exit(0)
 
 
 # close_range(2)'s "to the last descriptor" (~0U).
@@ -473,7 +618,88 @@ def _enter_namespaces(
         )
     except OSError as exc:
         report.add("mount-namespace", False, f"private root not built: {exc}")
-    mapping = "privileged" if privileged else "self"
+    return _enter_pid_namespace(
+        config, report, parent_death, as_init, "privileged" if privileged else "self"
+    )
+
+
+def _join_template(
+    template: RootTemplate,
+    config: SandboxConfig,
+    report: _Report,
+    parent_death: _ParentDeath,
+    as_init: int | None,
+) -> _Namespaces:
+    """:func:`_enter_namespaces` for a worker of a zygote with a :class:`RootTemplate`.
+
+    Joins its user namespace (becoming the namespace's root), makes a copy of
+    its mount namespace and new network, IPC and UTS (and, without
+    ``as_init``, PID) namespaces in one ``unshare``, and mounts the workdir, a
+    tmpfs of its own, at ``/tmp``. Raises :class:`SandboxError` if any step is
+    refused: the template was made on this machine, so that is no missing
+    layer but a broken one.
+    """
+    flags = (
+        _namespaces.CLONE_NEWNS
+        | _namespaces.CLONE_NEWNET
+        | _namespaces.CLONE_NEWIPC
+        | _namespaces.CLONE_NEWUTS
+    )
+    if as_init is None:
+        flags |= _namespaces.CLONE_NEWPID
+    privileged = template.mapping == "privileged"
+    try:
+        try:
+            _namespaces.setns(template.user, _namespaces.CLONE_NEWUSER)
+            if privileged:  # from a host id the namespace does not map to its root
+                os.setgroups([])
+                os.setresgid(0, 0, 0)
+                os.setresuid(0, 0, 0)
+            _namespaces.setns(template.mount, _namespaces.CLONE_NEWNS)
+        finally:
+            template.close()
+        _namespaces.unshare(flags)
+        owner = _namespaces.SANDBOX_ID if privileged else 0
+        _namespaces.mount_workdir(owner, owner)
+    except OSError as exc:
+        raise SandboxError(f"cannot join the runtime's namespace template: {exc}") from exc
+    if privileged:
+        ids = (
+            f"sandbox uid/gid {_namespaces.SANDBOX_ID} = host {_namespaces.HOST_SANDBOX_ID}, "
+            f"namespace root = host {_namespaces.HOST_ROOT_ID}"
+        )
+    else:
+        ids = "namespace root = our own host uid (unprivileged self-mapping)"
+    report.add("user-namespace", True, f"{ids}; made once by the runtime, joined by each worker")
+    report.add("network-namespace", True, "new network namespace: loopback down, no interfaces")
+    report.add("ipc-namespace", True, "new IPC namespace")
+    try:
+        _namespaces.set_hostname(_HOSTNAME)
+        report.add("uts-namespace", True, f"hostname {_HOSTNAME!r}")
+    except OSError as exc:
+        report.add("uts-namespace", False, str(exc))
+    report.add(
+        "mount-namespace",
+        True,
+        "a copy of the runtime's private root (read-only tmpfs, made once by pivot_root: "
+        f"Python read-only, {', '.join(template.devices)}), the workdir a tmpfs of its own, "
+        f"read-write, noexec at {_namespaces.SANDBOX_WORKDIR}; no /proc",
+    )
+    return _enter_pid_namespace(config, report, parent_death, as_init, template.mapping)
+
+
+def _enter_pid_namespace(
+    config: SandboxConfig,
+    report: _Report,
+    parent_death: _ParentDeath,
+    as_init: int | None,
+    mapping: str,
+) -> _Namespaces:
+    """The PID namespace's part of entering the namespaces; returns in the program.
+
+    With ``as_init`` this process already is the init of a new PID namespace;
+    otherwise one was unshared with the others and the init is forked here.
+    """
     if as_init is not None:
         if os.getpid() != 1:  # (the caller's fork made no namespace)
             report.add(
@@ -487,8 +713,9 @@ def _enter_namespaces(
             "and the namespace ends with it",
         )
         return _Namespaces(mapping, pid=True, lifeline=as_init)
-    # The id switch of build_private_root reset the parent-death signal: this
-    # process is about to supervise, and must still die with its parent.
+    # The id switch (of build_private_root, or joining a template's user
+    # namespace) reset the parent-death signal: this process is about to
+    # supervise, and must still die with its parent.
     parent_death.restore()
     try:
         _fork_init(config)
@@ -770,34 +997,59 @@ def enter_sandbox(
     report = _Report(config.strict)
     parent_death = _ParentDeath.capture()
     _close_fds([0, 1, 2, *keep_fds])
-    workdir = os.path.realpath(config.workdir)
-    # A read-only path above the workdir would also expose other runs' workdirs.
-    read_only = [
-        path for path in python_paths() if not (workdir + "/").startswith(path.rstrip("/") + "/")
-    ]
+    template = config.template
+    if template is not None and not config.namespaces:
+        template.close()
+        template = None
+    workdir: str | None = None
+    if template is not None:
+        read_only = list(template.read_only)
+    elif config.workdir is None:
+        raise SandboxError("a worker without a namespace template needs a work directory")
+    else:
+        workdir = os.path.realpath(config.workdir)
+        # A read-only path above the workdir would also expose other runs' workdirs.
+        read_only = [
+            path
+            for path in python_paths()
+            if not (workdir + "/").startswith(path.rstrip("/") + "/")
+        ]
     report.add("environment", True, _clear_environment())
     # Landlock rules bind to inodes, so a ruleset built now from host paths also
     # holds after pivot_root (the bind mounts show the same inodes), and it is
-    # built while our host ids can still open every path.
+    # built while our host ids can still open every path. (A template's
+    # workdir is mounted later: its rule is added once it is.)
     ruleset: tuple[int, int] | None = None
     landlock_failure = "switched off by configuration"
     if config.landlock:
         try:
             ruleset = _landlock.create_ruleset(
-                read_only=read_only, read_write=[workdir], devices=_DEVICES
+                read_only=read_only,
+                read_write=[] if workdir is None else [workdir],
+                devices=_namespaces.DEVICES,
             )
         except OSError as exc:
             landlock_failure = str(exc.strerror or exc)
-    try:
-        if os.geteuid() == 0:
-            # The program runs as an unprivileged host id: hand it the directory.
-            os.chown(workdir, _namespaces.HOST_SANDBOX_ID, _namespaces.HOST_SANDBOX_ID)
-            os.chmod(workdir, 0o700)
-        os.chdir(workdir)
-    except OSError as exc:
-        raise SandboxError(f"cannot use the work directory {workdir!r}: {exc}") from exc
+    if workdir is not None:
+        try:
+            if os.geteuid() == 0:
+                # The program runs as an unprivileged host id: hand it the directory.
+                os.chown(workdir, _namespaces.HOST_SANDBOX_ID, _namespaces.HOST_SANDBOX_ID)
+                os.chmod(workdir, 0o700)
+            os.chdir(workdir)
+        except OSError as exc:
+            raise SandboxError(f"cannot use the work directory {workdir!r}: {exc}") from exc
     namespaces = _Namespaces()
-    if config.namespaces:
+    if template is not None:
+        namespaces = _join_template(template, config, report, parent_death, as_init)
+        if ruleset is not None:
+            try:
+                _landlock.allow_read_write(*ruleset, _namespaces.SANDBOX_WORKDIR)
+            except OSError as exc:
+                os.close(ruleset[0])
+                ruleset = None
+                landlock_failure = str(exc.strerror or exc)
+    elif config.namespaces and workdir is not None:
         namespaces = _enter_namespaces(
             config, workdir, read_only, report, parent_death, id_mapper, as_init
         )

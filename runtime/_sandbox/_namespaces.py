@@ -26,7 +26,8 @@ import ctypes
 import errno
 import os
 import signal
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from typing import Final, NoReturn
 
 from .._exceptions import SandboxError
@@ -39,14 +40,18 @@ __all__ = [
     "CLONE_NEWPID",
     "CLONE_NEWUSER",
     "CLONE_NEWUTS",
+    "DEVICES",
     "HOST_ROOT_ID",
     "HOST_SANDBOX_ID",
     "SANDBOX_ID",
     "SANDBOX_WORKDIR",
+    "USERNS_RETRY_SECONDS",
     "build_private_root",
+    "build_template_root",
     "fork_as_init",
     "map_ids",
     "map_self",
+    "mount_workdir",
     "set_hostname",
     "setns",
     "unshare",
@@ -96,7 +101,8 @@ _MOUNT_ATTR_NOSUID: Final = 0x2
 _MOUNT_ATTR_NODEV: Final = 0x4
 _MOUNT_ATTR_NOEXEC: Final = 0x8
 
-_DEVICES: Final = ("/dev/null", "/dev/zero", "/dev/urandom")
+#: The devices bound into a private root (where the host has them).
+DEVICES: Final = ("/dev/null", "/dev/zero", "/dev/urandom")
 
 
 def _check(result: int, what: str) -> None:
@@ -105,14 +111,47 @@ def _check(result: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
+#: How long joining or making a user namespace refused with ``EINVAL`` is asked for
+#: again. The kernel refuses both to a process with more than one thread, and a
+#: process forked from a busy multi-threaded one (a test runner) was seen to be
+#: refused that way now and then for under a millisecond, though single-threaded
+#: by the time it looked; a moment later it succeeds.
+USERNS_RETRY_SECONDS: Final = 0.05
+
+
 def unshare(flags: int) -> None:
-    """``unshare(2)``; raises ``OSError`` with the reason on refusal."""
-    _check(libc.unshare(ctypes.c_int(flags)), "unshare")
+    """``unshare(2)``; raises ``OSError`` with the reason on refusal.
+
+    A new user namespace refused with ``EINVAL`` is asked for again every half
+    millisecond, for up to :data:`USERNS_RETRY_SECONDS`.
+    """
+    _retrying(lambda: libc.unshare(ctypes.c_int(flags)), "unshare", flags & CLONE_NEWUSER)
 
 
 def setns(fd: int, nstype: int) -> None:
-    """Join the namespace ``fd`` refers to (``setns(2)``); ``OSError`` when refused."""
-    _check(libc.setns(ctypes.c_int(fd), ctypes.c_int(nstype)), "setns")
+    """Join the namespace ``fd`` refers to (``setns(2)``); ``OSError`` when refused.
+
+    Joining a user namespace is retried as :func:`unshare` retries making one.
+    """
+    _retrying(
+        lambda: libc.setns(ctypes.c_int(fd), ctypes.c_int(nstype)),
+        "setns",
+        nstype == CLONE_NEWUSER,
+    )
+
+
+def _retrying(call: Callable[[], int], what: str, user_namespace: int | bool) -> None:
+    deadline: float | None = None
+    while call() != 0:
+        err = ctypes.get_errno()
+        if err == errno.EINVAL and user_namespace:
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + USERNS_RETRY_SECONDS
+            if now < deadline:
+                time.sleep(0.0005)
+                continue
+        raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
 def fork_as_init(own_pid_namespace: int) -> int | None:
@@ -290,6 +329,22 @@ def build_private_root(workdir: str, read_only: Iterable[str]) -> list[str]:
     and the devices that were bound are returned. On failure ``OSError`` is
     raised and no mount is left over the work directory.
     """
+    return _build_root(workdir, read_only, bind_workdir=True)
+
+
+def build_template_root(staging: str, read_only: Iterable[str]) -> list[str]:
+    """:func:`build_private_root` for a template: ``/tmp`` left an empty mount point.
+
+    The root a :class:`RootTemplate` keeps: every worker that joins it makes a
+    copy of this mount namespace and mounts a tmpfs of its own on ``/tmp``
+    (:func:`mount_workdir`). ``staging`` is any existing directory, used only
+    in this process's mount namespace (the tmpfs is mounted over it there);
+    it is not changed for anyone else. The root and cwd become the new root.
+    """
+    return _build_root(staging, read_only, bind_workdir=False)
+
+
+def _build_root(workdir: str, read_only: Iterable[str], *, bind_workdir: bool) -> list[str]:
     pivot_root = _pivot_root_number()
     opened: list[int] = []
 
@@ -305,7 +360,7 @@ def build_private_root(workdir: str, read_only: Iterable[str]) -> list[str]:
             with contextlib.suppress(FileNotFoundError, PermissionError, NotADirectoryError):
                 binds.append((open_path(path, os.O_DIRECTORY), path))
         devices = []
-        for device in _DEVICES:
+        for device in DEVICES:
             with contextlib.suppress(FileNotFoundError):
                 devices.append((open_path(device), device))
         mount_points = _mount_points((path for _, path in binds), (path for _, path in devices))
@@ -343,12 +398,17 @@ def build_private_root(workdir: str, read_only: Iterable[str]) -> list[str]:
                 _mount(None, ".", None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
             for fd, device in devices:
                 _mount(f"/proc/self/fd/{fd}", "." + device, None, _MS_BIND, None)
-            target = "." + SANDBOX_WORKDIR
-            _mount(f"/proc/self/fd/{work_fd}", target, None, _MS_BIND, None)
-            # Files the program writes are data: never set-uid, devices or executables.
-            data = _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV | _MOUNT_ATTR_NOEXEC
-            if not _restrict(target, data, recursive=False):
-                _remount(target, _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+            if not bind_workdir:
+                # A template's root is one tmpfs that every worker's copy shares:
+                # read-only as a file system too, not only as this mount.
+                _mount(None, ".", None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, None)
+            if bind_workdir:
+                target = "." + SANDBOX_WORKDIR
+                _mount(f"/proc/self/fd/{work_fd}", target, None, _MS_BIND, None)
+                # Files the program writes are data: never set-uid, devices or executables.
+                data = _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV | _MOUNT_ATTR_NOEXEC
+                if not _restrict(target, data, recursive=False):
+                    _remount(target, _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
             _check(syscall(ctypes.c_long(pivot_root), b".", b"."), "pivot_root")
         except BaseException:
             libc.umount2(b".", ctypes.c_int(_MNT_DETACH))
@@ -356,8 +416,27 @@ def build_private_root(workdir: str, read_only: Iterable[str]) -> list[str]:
             raise
         # The old root is stacked on top of the new one at "/": detach it whole.
         _check(libc.umount2(b".", ctypes.c_int(_MNT_DETACH)), "umount old root")
-        os.chdir(SANDBOX_WORKDIR)
+        os.chdir(SANDBOX_WORKDIR if bind_workdir else "/")
     finally:
         for fd in opened:
             os.close(fd)
     return [path for _, path in devices]
+
+
+def mount_workdir(uid: int, gid: int) -> None:
+    """Mount a fresh tmpfs at ``/tmp`` (``SANDBOX_WORKDIR``) for the program, and enter it.
+
+    In the copy of a template's root a worker joined (:func:`build_template_root`):
+    the program's work directory, owned by ``uid``/``gid`` (its ids in the
+    namespace), mode 0700, ``nosuid``, ``nodev``, ``noexec``, at most 4,096
+    entries. It is the worker's alone: it lives in the worker's own mount
+    namespace and ends with it.
+    """
+    _mount(
+        "tmpfs",
+        SANDBOX_WORKDIR,
+        "tmpfs",
+        _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
+        f"size=1m,nr_inodes=4096,mode=0700,uid={uid},gid={gid}",
+    )
+    os.chdir(SANDBOX_WORKDIR)

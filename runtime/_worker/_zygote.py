@@ -87,12 +87,14 @@ class _ForkServer:
         tmp: str,
         settings: WorkerSettings,
         sandbox: types.ModuleType,
+        template: Any,
     ) -> None:
         self.ctl = ctl
         self.tmp = tmp
         self.settings = settings
         self.sandbox = sandbox
-        self.children: dict[int, tuple[int, str, int]] = {}
+        # pid -> (its status pipe, its host work directory or None, its request id)
+        self.children: dict[int, tuple[int, str | None, int]] = {}
         # The worker each request got, while it lives (for cancellations).
         self.requests: dict[int, int] = {}
         self.pid = os.getpid()
@@ -115,6 +117,9 @@ class _ForkServer:
         self.lifelines: dict[int, int] = {}
         # Requests to fork later ("after" seconds from their arrival), by when, oldest first.
         self.deferred: list[tuple[float, dict[str, Any]]] = []
+        # The user namespace and read-only root each namespaced worker joins
+        # (None where refused: such workers make their own).
+        self.template = template
 
     def serve(self) -> NoReturn:
         signal.signal(signal.SIGCHLD, lambda signum, frame: None)
@@ -185,7 +190,8 @@ class _ForkServer:
             with contextlib.suppress(OSError):
                 os.write(status_w, b"%d %.3f %d" % (status, cpu, usage.ru_maxrss))
             os.close(status_w)
-            _remove_workdir(workdir)
+            if workdir is not None:
+                _remove_workdir(workdir)
 
     def shutdown(self) -> NoReturn:
         for pid in self.children:
@@ -200,7 +206,8 @@ class _ForkServer:
             entry = self.children.pop(pid, None)
             if entry is not None:
                 os.close(entry[0])
-                _remove_workdir(entry[1])
+                if entry[1] is not None:
+                    _remove_workdir(entry[1])
         # Its own directory too: a host killed (or one that never closed its
         # runtime) cannot remove it, and the socket's end is all the zygote sees.
         _remove_workdir(self.tmp)
@@ -244,20 +251,26 @@ class _ForkServer:
 
     def fork(self, request: dict[str, Any]) -> None:
         request_id = request["id"]
+        # A worker that joins the template has a tmpfs of its own for a workdir.
+        templated = bool(request["namespaces"]) and self.template is not None
+        workdir: str | None = None
         try:
-            # Named by the request: ids are unique for the zygote's life, and
-            # its directory is its own (mode 0700; mkdtemp's random names and
-            # their retries would buy nothing here but work on every fork).
-            workdir = os.path.join(self.tmp, f"run-{int(request_id)}")
-            os.mkdir(workdir, 0o700)
+            if not templated:
+                # Named by the request: ids are unique for the zygote's life, and
+                # its directory is its own (mode 0700; mkdtemp's random names and
+                # their retries would buy nothing here but work on every fork).
+                workdir = os.path.join(self.tmp, f"run-{int(request_id)}")
+                os.mkdir(workdir, 0o700)
             host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         except OSError as exc:
+            if workdir is not None:
+                _remove_workdir(workdir)
             self.ctl.send(orjson.dumps({"id": request_id, "error": str(exc)}))
             return
         pipes: tuple[int, int, int, int] | None = None
         lifeline: tuple[int, int] | None = None
         try:
-            if self.maps_ids and request["namespaces"]:
+            if self.maps_ids and request["namespaces"] and not templated:
                 pipes = (*os.pipe(), *os.pipe())  # the worker's ask, the zygote's answer
             pid: int | None = None
             if request["namespaces"] and self.pid_ns >= 0:
@@ -278,11 +291,12 @@ class _ForkServer:
             child_end.close()
             for fd in (*(pipes or ()), *(lifeline or ())):
                 os.close(fd)
-            _remove_workdir(workdir)
+            if workdir is not None:
+                _remove_workdir(workdir)
             self.ctl.send(orjson.dumps({"id": request_id, "error": f"fork failed: {exc}"}))
             return
         if pid == 0:
-            self.child(request, child_end, workdir, pipes, lifeline)
+            self.child(request, child_end, workdir, pipes, lifeline, templated)
         if lifeline is not None:
             os.close(lifeline[0])
             self.lifelines[pid] = lifeline[1]
@@ -313,9 +327,10 @@ class _ForkServer:
         self,
         request: dict[str, Any],
         sock: socket.socket,
-        workdir: str,
+        workdir: str | None,
         pipes: tuple[int, int, int, int] | None,
         lifeline: tuple[int, int] | None,
+        templated: bool,
     ) -> NoReturn:
         try:
             os.setpgid(0, 0)
@@ -336,6 +351,11 @@ class _ForkServer:
             os.close(null)
             loop, replies = new_worker_loop()
             keep = [sock.fileno(), *_loop_fds(loop)]
+            template = self.template if templated else None
+            if template is not None:
+                keep += [template.user, template.mount]
+            elif self.template is not None:
+                self.template.close()
             id_mapper = None
             as_init = None
             if lifeline is not None:
@@ -347,7 +367,7 @@ class _ForkServer:
                 os.close(answer_w)
                 keep += [ask_w, answer_r]
                 id_mapper = functools.partial(_ask_for_id_maps, ask_w, answer_r)
-            layers = self.enter(request, workdir, keep, id_mapper, as_init)
+            layers = self.enter(request, workdir, template, keep, id_mapper, as_init)
             start_bytes = request.get("start_bytes", 0)
             if type(start_bytes) is not int:
                 start_bytes = 0
@@ -364,13 +384,15 @@ class _ForkServer:
     def enter(
         self,
         request: dict[str, Any],
-        workdir: str,
+        workdir: str | None,
+        template: Any,
         keep: list[int],
         id_mapper: Callable[[bool], bool] | None,
         as_init: int | None,
     ) -> list[list[Any]]:
         fields = {
             "workdir": workdir,
+            "template": template,
             "memory_bytes": request["memory_bytes"],
             "cpu_seconds": request["cpu_seconds"],
             "max_open_files": request["max_open_files"],
@@ -489,6 +511,12 @@ def main(options_json: str) -> NoReturn:
         # would otherwise redo (read /proc/self/maps, probe close_range, scrub the
         # environment block, build the seccomp filter of an init) is done once.
         sandbox.prepare_for_workers()
+        # The user namespace and read-only root every namespaced worker joins,
+        # made once (a workdir of its own is all a worker adds). Where that is
+        # refused, workers make their own namespaces and report what fails.
+        template = None
+        with contextlib.suppress(sandbox.SandboxError):
+            template = sandbox.make_root_template(options["tmp"])
         # Workers' orphans (the inits of killed workers' namespaces) come back here.
         prctl(PR_SET_CHILD_SUBREAPER, 1)
     except BaseException as exc:  # whatever it is, the host must hear of it
@@ -496,7 +524,7 @@ def main(options_json: str) -> NoReturn:
     # Everything the worker may import is loaded now: later imports (the
     # program's, through the allow-list) only ever see the standard library.
     sys.path[:] = stdlib_path
-    zygote = _ForkServer(ctl, options["tmp"], settings, sandbox)
+    zygote = _ForkServer(ctl, options["tmp"], settings, sandbox, template)
     # Children then share the zygote's heap pages instead of copying them. Not
     # collected first: the boot, GC off (``ZYGOTE_BOOT``), leaves some 800 of
     # its 34,000 objects unreachable (the warm-up's loops, closed), less than

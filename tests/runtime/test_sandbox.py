@@ -40,9 +40,11 @@ from runtime._sandbox import _landlock, _libc, _namespaces, _seccomp
 from runtime._sandbox._layers import (
     PROTECTS,
     LayerStatus,
+    RootTemplate,
     SandboxConfig,
     SandboxError,
     enter_sandbox,
+    make_root_template,
     probe_layers,
 )
 from runtime._worker._bootstrap import compile_program
@@ -114,8 +116,16 @@ def run_sandboxed(
     before: Callable[[], None] | None = None,
     **config: Any,
 ) -> Sandboxed:
-    """Fork; the child enters the sandbox, runs ``body`` and reports its dict as JSON."""
+    """Fork; the child enters the sandbox, runs ``body`` and reports its dict as JSON.
+
+    A ``workdir`` that is a :class:`TemplateWorkdir` makes the child join its
+    template (a zygote's namespaced workers do) instead of building its own root.
+    """
     workdir = config.pop("workdir")
+    if isinstance(workdir, TemplateWorkdir) and config.get("namespaces", True):
+        config["template"] = workdir.template
+        extra_fds = (*extra_fds, workdir.template.user, workdir.template.mount)
+        workdir = None
     settings = {"memory_bytes": 512 * MiB, "cpu_seconds": 10.0, "max_file_bytes": MiB, **config}
     read_fd, write_fd = os.pipe()
     pid = os.fork()
@@ -187,10 +197,53 @@ def blocked(result: str) -> bool:
     return not result.startswith("ok")
 
 
+def landed_in_the_workdir(workdir: str, name: str, *, namespaces: bool = True) -> bool:
+    """Whether a file the program made as ``name`` in its cwd is where it should be.
+
+    A worker of its own root writes to the host directory; a template's
+    (namespaced) worker to its own tmpfs, which ends with it: the host
+    directory (the template's staging point) must stay empty then.
+    """
+    if isinstance(workdir, TemplateWorkdir) and namespaces:
+        return os.listdir(workdir) == []
+    return os.path.exists(os.path.join(workdir, name))
+
+
+class TemplateWorkdir(str):
+    """A host directory that also carries a :class:`RootTemplate` for the child to join.
+
+    The directory is the template's staging point; the program's workdir is
+    the tmpfs the child mounts in its copy of the template's root.
+    """
+
+    template: RootTemplate
+
+
 @pytest.fixture
-def workdir() -> Iterator[str]:
+def host_workdir() -> Iterator[str]:
+    """A host directory the sandboxed child uses as its workdir (it builds its own root)."""
     with tempfile.TemporaryDirectory(prefix="ptc-sandbox-test-") as path:
         yield path
+
+
+def _with_template(path: str, template: RootTemplate) -> TemplateWorkdir:
+    marked = TemplateWorkdir(path)
+    marked.template = template
+    return marked
+
+
+@pytest.fixture(params=["own root", "template"])
+def workdir(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Each live test twice: a worker that builds its own root, and one that joins a template."""
+    with tempfile.TemporaryDirectory(prefix="ptc-sandbox-test-") as path:
+        if request.param == "own root":
+            yield path
+            return
+        template = make_root_template(path)
+        try:
+            yield _with_template(path, template)
+        finally:
+            template.close()
 
 
 @pytest.fixture
@@ -328,6 +381,59 @@ def test_unprivileged_caller_gets_the_same_protection(namespaces: bool) -> None:
         os.rmdir(workdir)
 
 
+def test_an_unprivileged_callers_template_gives_the_same_protection() -> None:
+    # As a zygote run by an ordinary user: the template maps our own ids (the one
+    # mapping such a user may write), and its workers hold as root's do.
+    workdir = tempfile.mkdtemp(prefix="ptc-sandbox-test-")
+    read, write = os.pipe()
+    try:
+        if os.geteuid() == 0:
+            os.chown(workdir, 65534, 65534)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child: the unprivileged zygote
+            try:
+                _become_nobody()
+                report: dict[str, Any] = {}
+                try:
+                    template = make_root_template(workdir)
+                except SandboxError as exc:
+                    report["template"] = str(exc)
+                else:
+                    report["template"] = template.mapping
+                    outcome = run_sandboxed(
+                        lambda: {
+                            "passwd": attempt(lambda: read_text("/etc/passwd")),
+                            "socket": attempt(socket.socket),
+                            "write": attempt(lambda: write_text("inside")),
+                            "cwd": os.getcwd(),
+                            "uid": os.getuid(),
+                        },
+                        workdir=_with_template(workdir, template),
+                    )
+                    report["layers"] = {n: s.active for n, s in outcome.layers.items()}
+                    report["details"] = outcome.layers["user-namespace"].detail
+                    report["results"] = outcome.results
+                os.write(write, json.dumps(report).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        write = -1
+        report = json.loads(os.read(read, 1 << 16))
+        os.waitpid(pid, 0)
+    finally:
+        os.close(read)
+        if write >= 0:
+            os.close(write)
+        os.rmdir(workdir)
+    assert report["template"] == "self"
+    assert all(report["layers"].values()), report["layers"]
+    assert "self-mapping" in report["details"]
+    results = report["results"]
+    assert blocked(results["passwd"]) and blocked(results["socket"])
+    assert results["write"] == "ok: 1"
+    assert results["cwd"] == "/tmp" and results["uid"] == 0  # our own host uid, mapped
+
+
 def _fail_fork_after(successes: int) -> Callable[[], None]:
     def install() -> None:
         real_fork = os.fork
@@ -345,12 +451,12 @@ def _fail_fork_after(successes: int) -> Callable[[], None]:
 
 
 @pytest.mark.parametrize("successes", [0, 1], ids=["helper-fork-fails", "pid-one-fork-fails"])
-def test_failed_internal_fork_degrades_and_reports(successes: int, workdir: str) -> None:
+def test_failed_internal_fork_degrades_and_reports(successes: int, host_workdir: str) -> None:
     if successes == 1 and os.geteuid() != 0:
         successes = 0  # without root there is no id-map helper, only the init's fork
     outcome = run_sandboxed(
         lambda: {"passwd": attempt(lambda: read_text("/etc/passwd")), "pid": os.getpid()},
-        workdir=workdir,
+        workdir=host_workdir,
         before=_fail_fork_after(successes),
     )
     layers = outcome.layers
@@ -358,6 +464,26 @@ def test_failed_internal_fork_degrades_and_reports(successes: int, workdir: str)
     assert "fork" in layers["pid-namespace"].detail
     assert layers["user-namespace"].active == bool(successes)
     assert layers["mount-namespace"].active == bool(successes)
+    assert layers["landlock"].active and layers["seccomp"].active
+    assert blocked(outcome.results["passwd"])
+    assert outcome.results["pid"] != 1
+
+
+def test_a_templates_worker_whose_init_fork_fails_degrades_and_reports(host_workdir: str) -> None:
+    # A template's worker forks no id-map helper: its only fork is the init's.
+    template = make_root_template(host_workdir)
+    try:
+        outcome = run_sandboxed(
+            lambda: {"passwd": attempt(lambda: read_text("/etc/passwd")), "pid": os.getpid()},
+            workdir=_with_template(host_workdir, template),
+            before=_fail_fork_after(0),
+        )
+    finally:
+        template.close()
+    layers = outcome.layers
+    assert not layers["pid-namespace"].active
+    assert "fork" in layers["pid-namespace"].detail
+    assert layers["user-namespace"].active and layers["mount-namespace"].active
     assert layers["landlock"].active and layers["seccomp"].active
     assert blocked(outcome.results["passwd"])
     assert outcome.results["pid"] != 1
@@ -489,6 +615,9 @@ FILE_SWITCHES = [name for name in LAYER_SWITCHES if name != "seccomp only"]
 @pytest.mark.parametrize("switches", FILE_SWITCHES)
 def test_host_files_are_out_of_reach(switches: str, workdir: str, outside_dir: str) -> None:
     target = os.path.join(outside_dir, "written")
+    namespaces = LAYER_SWITCHES[switches].get("namespaces", True)
+    # Where the program's cwd is: /tmp of its private root, or the host directory.
+    inside = "/tmp/inside.txt" if namespaces else os.path.join(workdir, "inside.txt")
 
     def body() -> dict[str, Any]:
         return {
@@ -497,6 +626,7 @@ def test_host_files_are_out_of_reach(switches: str, workdir: str, outside_dir: s
             "write outside": attempt(lambda: write_text(target)),
             "write via ..": attempt(lambda: write_text("../ptc-escape")),
             "write workdir": attempt(lambda: write_text("inside.txt")),
+            "in the workdir": attempt(lambda: os.path.samefile("inside.txt", inside)),
             "symlink out": attempt(lambda: symlink_and_read("/etc/passwd", "link")),
             "hardlink": attempt(lambda: os.link("/etc/passwd", "hard")),
             "proc environ": attempt(lambda: open(f"/proc/{os.getppid()}/environ", "rb").read()),
@@ -509,7 +639,8 @@ def test_host_files_are_out_of_reach(switches: str, workdir: str, outside_dir: s
     assert blocked(results["hardlink"]), results["hardlink"]
     assert blocked(results["proc environ"])
     assert not os.path.exists(target)
-    assert os.path.exists(os.path.join(workdir, "inside.txt"))
+    assert results["in the workdir"] == "ok: True"
+    assert landed_in_the_workdir(workdir, "inside.txt", namespaces=namespaces)
 
 
 def test_host_mount_table_is_untouched(workdir: str) -> None:
@@ -547,6 +678,7 @@ def test_private_root_is_read_only_but_the_workdir_and_devices(
             "write root": attempt(lambda: write_text("/made")),
             "write stdlib": attempt(lambda: write_text(os.path.join(stdlib, "made.py"))),
             "write tmp": attempt(lambda: write_text("/tmp/made")),
+            "cwd": os.getcwd(),
             "write null": attempt(lambda: write_text("/dev/null")),
             "read urandom": attempt(lambda: len(open("/dev/urandom", "rb").read(4))),
         }
@@ -567,15 +699,198 @@ def test_private_root_is_read_only_but_the_workdir_and_devices(
     assert results["write tmp"] == "ok: 1"
     assert results["write null"] == "ok: 1"
     assert results["read urandom"] == "ok: 4"
-    assert os.path.exists(os.path.join(workdir, "made"))
+    assert results["cwd"] == "/tmp"
+    assert landed_in_the_workdir(workdir, "made")
 
 
-def test_workdir_files_belong_to_an_unprivileged_host_id(workdir: str) -> None:
-    run_sandboxed(lambda: {"w": attempt(lambda: write_text("made"))}, workdir=workdir)
-    info = os.stat(os.path.join(workdir, "made"))
+def test_workdir_files_belong_to_an_unprivileged_host_id(host_workdir: str) -> None:
+    run_sandboxed(lambda: {"w": attempt(lambda: write_text("made"))}, workdir=host_workdir)
+    info = os.stat(os.path.join(host_workdir, "made"))
     if os.geteuid() == 0:
         assert info.st_uid == _namespaces.HOST_SANDBOX_ID
     assert not info.st_mode & (stat.S_ISUID | stat.S_ISGID)
+
+
+def test_a_templates_workers_are_unprivileged_host_ids(host_workdir: str) -> None:
+    # Their files live in a tmpfs of their own: what they map to on the host is
+    # the template user namespace's id map, read here by a child that joins it.
+    template = make_root_template(host_workdir)
+    try:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            try:
+                _namespaces.setns(template.user, _namespaces.CLONE_NEWUSER)
+                maps = read_text("/proc/self/uid_map") + read_text("/proc/self/gid_map")
+                os.write(write, maps.encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        maps = os.read(read, 4096).decode().split()
+        os.close(read)
+        os.waitpid(pid, 0)
+        outcome = run_sandboxed(
+            lambda: {"owner": os.stat(write_text("made") and "made").st_uid, "uid": os.getuid()},
+            workdir=_with_template(host_workdir, template),
+        )
+    finally:
+        template.close()
+    mapped = [(int(maps[i]), int(maps[i + 1])) for i in range(0, len(maps), 3)]
+    if os.geteuid() == 0:
+        assert template.mapping == "privileged"
+        assert set(mapped) == {
+            (0, _namespaces.HOST_ROOT_ID),
+            (_namespaces.SANDBOX_ID, _namespaces.HOST_SANDBOX_ID),
+        }
+        assert outcome.results == {"owner": _namespaces.SANDBOX_ID, "uid": _namespaces.SANDBOX_ID}
+    else:
+        assert template.mapping == "self"
+        assert set(mapped) == {(0, os.geteuid()), (0, os.getegid())}
+
+
+class _RefusingUnshare:
+    """Stands in for libc's ``unshare`` or ``setns``: refuses with ``errno`` a number of times."""
+
+    def __init__(self, errno_value: int, refusals: int) -> None:
+        self.errno_value = errno_value
+        self.refusals = refusals
+        self.calls: list[tuple[int, ...]] = []
+
+    def __call__(self, *args: ctypes.c_int) -> int:
+        self.calls.append(tuple(arg.value for arg in args))
+        if len(self.calls) <= self.refusals:
+            ctypes.set_errno(self.errno_value)
+            return -1
+        return 0
+
+
+def test_a_user_namespace_refused_for_a_moment_is_asked_for_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # EINVAL for a new user namespace passes within a millisecond (seen on Linux
+    # 6.18 after many namespaces came and went): retried, not reported as missing.
+    flaky = _RefusingUnshare(errno.EINVAL, refusals=2)
+    monkeypatch.setattr(_namespaces.libc, "unshare", flaky)
+    _namespaces.unshare(_namespaces.CLONE_NEWUSER | _namespaces.CLONE_NEWNS)
+    assert len(flaky.calls) == 3
+    joining = _RefusingUnshare(errno.EINVAL, refusals=2)
+    monkeypatch.setattr(_namespaces.libc, "setns", joining)
+    _namespaces.setns(7, _namespaces.CLONE_NEWUSER)
+    assert joining.calls == [(7, _namespaces.CLONE_NEWUSER)] * 3
+    refused = _RefusingUnshare(errno.EINVAL, refusals=2)
+    monkeypatch.setattr(_namespaces.libc, "setns", refused)
+    with pytest.raises(OSError):  # joining a mount namespace: not retried
+        _namespaces.setns(7, _namespaces.CLONE_NEWNS)
+    assert len(refused.calls) == 1
+
+
+@pytest.mark.parametrize(
+    ("errno_value", "flags", "calls"),
+    [
+        (errno.EINVAL, _namespaces.CLONE_NEWNS, 1),  # not about a user namespace
+        (errno.EPERM, _namespaces.CLONE_NEWUSER, 1),  # a real refusal
+    ],
+)
+def test_other_unshare_refusals_are_not_retried(
+    monkeypatch: pytest.MonkeyPatch, errno_value: int, flags: int, calls: int
+) -> None:
+    refusing = _RefusingUnshare(errno_value, refusals=1000)
+    monkeypatch.setattr(_namespaces.libc, "unshare", refusing)
+    with pytest.raises(OSError) as info:
+        _namespaces.unshare(flags)
+    assert info.value.errno == errno_value
+    assert len(refusing.calls) == calls
+
+
+def test_a_lasting_einval_is_reported_after_the_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    refusing = _RefusingUnshare(errno.EINVAL, refusals=10_000)
+    monkeypatch.setattr(_namespaces.libc, "unshare", refusing)
+    started = time.monotonic()
+    with pytest.raises(OSError) as info:
+        _namespaces.unshare(_namespaces.CLONE_NEWUSER)
+    assert info.value.errno == errno.EINVAL
+    assert time.monotonic() - started >= _namespaces.USERNS_RETRY_SECONDS
+    assert 2 < len(refusing.calls) < 200
+
+
+def test_a_template_that_cannot_be_made_says_why(host_workdir: str) -> None:
+    # The holder reports its failure; nothing is left open or running.
+    def children() -> set[str]:
+        with open(f"/proc/self/task/{threading.get_native_id()}/children") as listing:
+            return set(listing.read().split())
+
+    fds, before = set(os.listdir("/proc/self/fd")), children()
+    with pytest.raises(SandboxError, match=r"cannot make the namespace template: .*No such file"):
+        make_root_template(os.path.join(host_workdir, "missing"))
+    assert set(os.listdir("/proc/self/fd")) == fds
+    assert children() <= before  # the holder was reaped
+
+
+def test_a_templates_shared_root_stays_read_only_even_for_its_root(host_workdir: str) -> None:
+    # Every worker's copy of the template shares its root file system: one that
+    # clears the read-only flag of its own mount (with the capabilities it has
+    # before it drops them) still cannot write there, nor make a device.
+    template = make_root_template(host_workdir)
+    read, write = os.pipe()
+    try:
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            results: dict[str, str] = {}
+            try:
+                _namespaces.setns(template.user, _namespaces.CLONE_NEWUSER)
+                if template.mapping == "privileged":
+                    os.setresgid(0, 0, 0)
+                    os.setresuid(0, 0, 0)
+                _namespaces.setns(template.mount, _namespaces.CLONE_NEWNS)
+                _namespaces.unshare(_namespaces.CLONE_NEWNS)
+                writable = _namespaces._MountAttr(0, _namespaces._MOUNT_ATTR_RDONLY, 0, 0)
+                cleared = _libc.syscall(
+                    ctypes.c_long(_namespaces._SYS_MOUNT_SETATTR),
+                    ctypes.c_int(_namespaces._AT_FDCWD),
+                    b"/",
+                    ctypes.c_uint(0),
+                    ctypes.byref(writable),
+                    ctypes.c_size_t(ctypes.sizeof(writable)),
+                )
+                results["clear the mount's flag"] = "ok" if cleared == 0 else "refused"
+                results["write"] = attempt(lambda: write_text("/made"))
+                results["mkdir"] = attempt(lambda: os.mkdir("/made"))
+            finally:
+                os.write(write, json.dumps(results).encode())
+                os._exit(0)
+        os.close(write)
+        write = -1
+        results = json.loads(os.read(read, 4096))
+        os.waitpid(pid, 0)
+    finally:
+        os.close(read)
+        if write >= 0:
+            os.close(write)
+        template.close()
+    assert results["clear the mount's flag"] == "ok"  # (its own copy's: allowed)
+    assert results["write"] == "OSError: EROFS"
+    assert results["mkdir"] == "OSError: EROFS"
+
+
+def test_a_templates_workdir_holds_a_bounded_number_of_entries(host_workdir: str) -> None:
+    # Empty files cost no bytes but an inode each: the tmpfs caps them.
+    def body() -> dict[str, Any]:
+        made = 0
+        try:
+            for index in range(5000):
+                open(f"f{index}", "w").close()
+                made += 1
+        except OSError as exc:
+            return {"made": made, "error": errno.errorcode.get(exc.errno or 0)}
+        return {"made": made}
+
+    template = make_root_template(host_workdir)
+    try:
+        outcome = run_sandboxed(body, workdir=_with_template(host_workdir, template))
+    finally:
+        template.close()
+    assert outcome.results["error"] == "ENOSPC"
+    assert 4000 <= outcome.results["made"] < 4096
 
 
 def test_late_imports_still_work(workdir: str) -> None:
@@ -839,12 +1154,15 @@ def test_file_size_limit(workdir: str) -> None:
     def body() -> dict[str, Any]:
         with open("big", "wb", buffering=0) as handle:
             first = handle.write(b"x" * 8192)  # the kernel stops at the limit
-            return {"first": first, "write": attempt(lambda: handle.write(b"x"))}
+            write = attempt(lambda: handle.write(b"x"))
+        return {"first": first, "write": write, "size": os.path.getsize("big")}
 
     results = run_sandboxed(body, workdir=workdir, max_file_bytes=4096).results
     assert results["first"] == 4096
     assert results["write"] == "OSError: EFBIG"
-    assert os.path.getsize(os.path.join(workdir, "big")) <= 4096
+    assert results["size"] == 4096
+    if not isinstance(workdir, TemplateWorkdir):
+        assert os.path.getsize(os.path.join(workdir, "big")) == 4096
 
 
 @pytest.mark.parametrize("namespaces", [True, False], ids=["pid-1", "no-namespaces"])

@@ -608,6 +608,74 @@ async def test_the_work_directory_goes_with_its_worker_whatever_the_program_left
         assert tmp is not None
 
 
+def _namespaces_of(pid: int) -> dict[str, str]:
+    kinds = ("user", "mnt", "net", "ipc", "uts", "pid")
+    return {kind: os.readlink(f"/proc/{pid}/ns/{kind}") for kind in kinds}
+
+
+async def test_workers_join_one_user_namespace_and_get_the_others_fresh() -> None:
+    # The zygote's template: one user namespace and one read-only root, made once;
+    # each worker joins the first, copies the second and makes the rest anew.
+    async with SubprocessRuntime(spares=2) as backend:
+        outcome = await backend.run("return 1", tool_names=[], call_tool=ToolBox())
+        assert outcome.result == 1
+        zygote = backend._pool.zygote_pid
+        assert zygote is not None and backend._pool._zygote is not None
+        tmp = backend._pool._zygote.tmp
+        await _settle(lambda: len(_children_of(zygote)) == 2)  # the spares; no holder left
+        first, second = (_namespaces_of(pid) for pid in _children_of(zygote))
+        host = _namespaces_of(os.getpid())
+        assert _namespaces_of(zygote) == host  # the zygote itself stays where it was
+        assert first["user"] == second["user"] != host["user"]
+        for kind in ("mnt", "net", "ipc", "uts", "pid"):
+            assert len({first[kind], second[kind], host[kind]}) == 3, kind
+        # Their workdirs are tmpfs of their own: nothing of theirs on the host.
+        assert os.listdir(tmp) == []
+
+
+_SEEN = "try:\n    open('mine.txt').close()\nexcept FileNotFoundError:\n    return 'absent'\nreturn 'seen'"
+
+
+async def test_a_runs_workdir_is_its_own_even_while_another_runs() -> None:
+    # Two runs at once: a file the first makes is not in the second's workdir.
+    made = anyio.Event()
+    listed = anyio.Event()
+
+    async def call(name: str, args: Any) -> ToolAnswer:
+        if name == "made":
+            made.set()
+            await listed.wait()
+        else:
+            await made.wait()
+        return ToolAnswer.success(None)
+
+    async with SubprocessRuntime(spares=2) as backend:
+        results: dict[str, Any] = {}
+
+        async def first() -> None:
+            outcome = await backend.run(
+                "open('mine.txt', 'w').close()\nawait tools.made({})\n" + _SEEN,
+                tool_names=["made", "wait"],
+                call_tool=call,
+            )
+            results["first"] = outcome
+
+        async def second() -> None:
+            outcome = await backend.run(
+                "await tools.wait({})\n" + _SEEN,
+                tool_names=["made", "wait"],
+                call_tool=call,
+            )
+            results["second"] = outcome
+            listed.set()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(first)
+            group.start_soon(second)
+    assert results["second"].ok and results["second"].result == "absent", results["second"]
+    assert results["first"].ok and results["first"].result == "seen", results["first"]
+
+
 def _mapped_files(pid: int) -> set[str]:
     with open(f"/proc/{pid}/maps") as maps:
         return {line.split()[5].rsplit("/", 1)[-1] for line in maps if len(line.split()) > 5}
