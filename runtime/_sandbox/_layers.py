@@ -588,10 +588,7 @@ def _enter_namespaces(
     if privileged:
         if not mapped:
             raise SandboxError("the id-map helper failed: the user namespace is unusable")
-        ids = (
-            f"sandbox uid/gid {_namespaces.SANDBOX_ID} = host {_namespaces.HOST_SANDBOX_ID}, "
-            f"namespace root = host {_namespaces.HOST_ROOT_ID}"
-        )
+        ids = _PRIVILEGED_IDS
     else:
         try:
             _namespaces.map_self(uid, gid)
@@ -600,14 +597,7 @@ def _enter_namespaces(
         ids = f"namespace root = host uid {uid} (unprivileged self-mapping)"
     if privileged:
         os.setgroups([])
-    report.add("user-namespace", True, ids)
-    report.add("network-namespace", True, "new network namespace: loopback down, no interfaces")
-    report.add("ipc-namespace", True, "new IPC namespace")
-    try:
-        _namespaces.set_hostname(_HOSTNAME)
-        report.add("uts-namespace", True, f"hostname {_HOSTNAME!r}")
-    except OSError as exc:
-        report.add("uts-namespace", False, str(exc))
+    _report_new_namespaces(report, ids)
     try:
         devices = _namespaces.build_private_root(workdir, read_only)
         report.add(
@@ -621,6 +611,24 @@ def _enter_namespaces(
     return _enter_pid_namespace(
         config, report, parent_death, as_init, "privileged" if privileged else "self"
     )
+
+
+_PRIVILEGED_IDS: Final = (
+    f"sandbox uid/gid {_namespaces.SANDBOX_ID} = host {_namespaces.HOST_SANDBOX_ID}, "
+    f"namespace root = host {_namespaces.HOST_ROOT_ID}"
+)
+
+
+def _report_new_namespaces(report: _Report, user_detail: str) -> None:
+    """Report the user, network and IPC namespaces entered; name the UTS one and report it."""
+    report.add("user-namespace", True, user_detail)
+    report.add("network-namespace", True, "new network namespace: loopback down, no interfaces")
+    report.add("ipc-namespace", True, "new IPC namespace")
+    try:
+        _namespaces.set_hostname(_HOSTNAME)
+        report.add("uts-namespace", True, f"hostname {_HOSTNAME!r}")
+    except OSError as exc:
+        report.add("uts-namespace", False, str(exc))
 
 
 def _join_template(
@@ -664,20 +672,10 @@ def _join_template(
     except OSError as exc:
         raise SandboxError(f"cannot join the runtime's namespace template: {exc}") from exc
     if privileged:
-        ids = (
-            f"sandbox uid/gid {_namespaces.SANDBOX_ID} = host {_namespaces.HOST_SANDBOX_ID}, "
-            f"namespace root = host {_namespaces.HOST_ROOT_ID}"
-        )
+        ids = _PRIVILEGED_IDS
     else:
         ids = "namespace root = our own host uid (unprivileged self-mapping)"
-    report.add("user-namespace", True, f"{ids}; made once by the runtime, joined by each worker")
-    report.add("network-namespace", True, "new network namespace: loopback down, no interfaces")
-    report.add("ipc-namespace", True, "new IPC namespace")
-    try:
-        _namespaces.set_hostname(_HOSTNAME)
-        report.add("uts-namespace", True, f"hostname {_HOSTNAME!r}")
-    except OSError as exc:
-        report.add("uts-namespace", False, str(exc))
+    _report_new_namespaces(report, f"{ids}; made once by the runtime, joined by each worker")
     report.add(
         "mount-namespace",
         True,
