@@ -15,8 +15,10 @@ what earlier ones need:
    the workdir at ``/tmp``) through ``pivot_root``; then two internal forks.
    A worker of a zygote joins the zygote's :class:`RootTemplate` instead: the
    user namespace and the read-only root it made once (:func:`make_root_template`),
-   then a copy of that mount namespace, new network, IPC, UTS and PID
-   namespaces, and a tmpfs of its own at ``/tmp`` for the workdir.
+   then a copy of that mount namespace, new IPC, UTS and PID namespaces, and
+   a tmpfs of its own at ``/tmp`` for the workdir; under strict isolation
+   (seccomp denies every new socket) it joins the template's empty network
+   namespace too, else it makes its own.
    The calling process becomes the *supervisor* (outside the new PID
    namespace, in the caller's process group, which is what the host kills);
    its child is the namespace's *init* (PID 1, our code, in the same process
@@ -149,20 +151,25 @@ _NAMESPACE_LAYERS: Final = (
 
 @dataclass(frozen=True, slots=True)
 class RootTemplate:
-    """A user namespace and a private root made once, for every worker to join.
+    """A user namespace, a private root and an empty network, made once for every worker.
 
     Made by :func:`make_root_template` in the zygote. Each worker joins the
     user namespace, makes a copy of the mount namespace (its root is the
     read-only private root, ``/tmp`` an empty mount point), mounts a tmpfs of
-    its own at ``/tmp`` and unshares the network, IPC, UTS and PID namespaces
-    as any worker does. What a worker would otherwise redo per run (a user
-    namespace and its id maps, a copy of the host's whole mount table, a
-    tmpfs root, a bind mount per path, ``pivot_root`` and the detaching of the
-    old root) is done once.
+    its own at ``/tmp`` and unshares the IPC, UTS and PID namespaces as any
+    worker does. A worker whose seccomp filter will deny it every new socket
+    (strict isolation) joins the network namespace too, which has nothing in
+    it but a loopback that is down; any other worker makes its own. What a
+    worker would otherwise redo per run (a user namespace and its id maps, a
+    copy of the host's whole mount table, a tmpfs root, a bind mount per
+    path, ``pivot_root`` and the detaching of the old root; a network
+    namespace, the costliest to make and tear down) is done once.
 
     Attributes:
         user: a descriptor of the user namespace (``/proc/<pid>/ns/user``).
         mount: a descriptor of the mount namespace holding the root.
+        network: a descriptor of the empty network namespace, which the user
+            namespace owns.
         mapping: how the namespace's ids map: ``"privileged"`` (root: the
             sandbox ids map to unprivileged host ids) or ``"self"`` (our own
             host ids, the one mapping an unprivileged user may write).
@@ -172,13 +179,19 @@ class RootTemplate:
 
     user: int
     mount: int
+    network: int
     mapping: str
     read_only: tuple[str, ...]
     devices: tuple[str, ...]
 
+    @property
+    def descriptors(self) -> tuple[int, int, int]:
+        """The namespaces' descriptors, which a worker must keep open until it joins."""
+        return (self.user, self.mount, self.network)
+
     def close(self) -> None:
-        """Close both descriptors (a worker, once it has joined; the zygote, at its end)."""
-        for fd in (self.user, self.mount):
+        """Close the descriptors (a worker, once it has joined; the zygote, at its end)."""
+        for fd in self.descriptors:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
@@ -309,12 +322,12 @@ def prepare_for_workers() -> None:
 def make_root_template(staging: str) -> RootTemplate:
     """Make the :class:`RootTemplate` every worker of this process joins.
 
-    Forks a short-lived holder that unshares a user and a mount namespace,
-    gets its id maps (as root this process writes them: the sandbox ids map to
+    Forks a short-lived holder that unshares a user, a mount and a network
+    namespace, gets its id maps (as root this process writes them: the sandbox ids map to
     unprivileged host ids, as for a worker; otherwise the holder maps itself)
     and builds the read-only private root with ``/tmp`` as an empty mount
     point, using ``staging`` (an existing directory: the zygote's own) as its
-    mount point in the holder's namespace only. This process opens both
+    mount point in the holder's namespace only. This process opens the three
     namespaces, which outlive the holder as long as the descriptors are open.
 
     Raises:
@@ -355,12 +368,15 @@ def make_root_template(staging: str) -> RootTemplate:
         if not answer.startswith(b"1"):
             reason = answer[1:].decode(errors="replace") or "the holder ended without a word"
             raise SandboxError(f"cannot make the namespace template: {reason}")
-        user = os.open(f"/proc/{holder}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+        opened: list[int] = []
         try:
-            mount = os.open(f"/proc/{holder}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+            for kind in ("user", "mnt", "net"):
+                opened.append(os.open(f"/proc/{holder}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC))
         except OSError:
-            os.close(user)
+            for fd in opened:
+                os.close(fd)
             raise
+        user, mount, network = opened
     except OSError as exc:
         raise SandboxError(f"cannot make the namespace template: {exc}") from exc
     finally:
@@ -370,7 +386,7 @@ def make_root_template(staging: str) -> RootTemplate:
             os.waitpid(holder, 0)
     devices = tuple(device for device in answer[1:].decode().split(",") if device)
     mapping = "privileged" if privileged else "self"
-    return RootTemplate(user, mount, mapping, read_only, devices)
+    return RootTemplate(user, mount, network, mapping, read_only, devices)
 
 
 def _hold_template(
@@ -386,7 +402,9 @@ def _hold_template(
     try:
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         uid, gid = os.geteuid(), os.getegid()
-        _namespaces.unshare(_namespaces.CLONE_NEWUSER | _namespaces.CLONE_NEWNS)
+        _namespaces.unshare(
+            _namespaces.CLONE_NEWUSER | _namespaces.CLONE_NEWNS | _namespaces.CLONE_NEWNET
+        )
         if privileged:
             os.write(report, b"u")
             if os.read(go, 1) != b"1":
@@ -619,10 +637,19 @@ _PRIVILEGED_IDS: Final = (
 )
 
 
-def _report_new_namespaces(report: _Report, user_detail: str) -> None:
+_NEW_NETWORK: Final = "new network namespace: loopback down, no interfaces"
+_SHARED_NETWORK: Final = (
+    "the runtime's network namespace, made once and joined by each worker (none of which "
+    "may open a socket: seccomp): loopback down, no interfaces"
+)
+
+
+def _report_new_namespaces(
+    report: _Report, user_detail: str, network_detail: str = _NEW_NETWORK
+) -> None:
     """Report the user, network and IPC namespaces entered; name the UTS one and report it."""
     report.add("user-namespace", True, user_detail)
-    report.add("network-namespace", True, "new network namespace: loopback down, no interfaces")
+    report.add("network-namespace", True, network_detail)
     report.add("ipc-namespace", True, "new IPC namespace")
     try:
         _namespaces.set_hostname(_HOSTNAME)
@@ -641,20 +668,22 @@ def _join_template(
     """:func:`_enter_namespaces` for a worker of a zygote with a :class:`RootTemplate`.
 
     Joins its user namespace (becoming the namespace's root), makes a copy of
-    its mount namespace and new network, IPC and UTS (and, without
-    ``as_init``, PID) namespaces in one ``unshare``, and mounts the workdir, a
-    tmpfs of its own, at ``/tmp``. Raises :class:`SandboxError` if any step is
-    refused: the template was made on this machine, so that is no missing
-    layer but a broken one.
+    its mount namespace and new IPC and UTS (and, without ``as_init``, PID)
+    namespaces in one ``unshare``, and mounts the workdir, a tmpfs of its own,
+    at ``/tmp``. Its network namespace: the template's where no program of the
+    runtime may open a socket (a strict worker's seccomp filter, which a
+    strict run cannot go without), else a new one. Raises
+    :class:`SandboxError` if any step is refused: the template was made on
+    this machine, so that is no missing layer but a broken one.
     """
-    flags = (
-        _namespaces.CLONE_NEWNS
-        | _namespaces.CLONE_NEWNET
-        | _namespaces.CLONE_NEWIPC
-        | _namespaces.CLONE_NEWUTS
-    )
+    flags = _namespaces.CLONE_NEWNS | _namespaces.CLONE_NEWIPC | _namespaces.CLONE_NEWUTS
     if as_init is None:
         flags |= _namespaces.CLONE_NEWPID
+    # Workers that may open sockets (seccomp off, or missing and tolerated)
+    # would share what they bind in a shared namespace: theirs is their own.
+    shared_network = config.seccomp and config.strict
+    if not shared_network:
+        flags |= _namespaces.CLONE_NEWNET
     privileged = template.mapping == "privileged"
     try:
         try:
@@ -664,6 +693,8 @@ def _join_template(
                 os.setresgid(0, 0, 0)
                 os.setresuid(0, 0, 0)
             _namespaces.setns(template.mount, _namespaces.CLONE_NEWNS)
+            if shared_network:
+                _namespaces.setns(template.network, _namespaces.CLONE_NEWNET)
         finally:
             template.close()
         _namespaces.unshare(flags)
@@ -675,7 +706,11 @@ def _join_template(
         ids = _PRIVILEGED_IDS
     else:
         ids = "namespace root = our own host uid (unprivileged self-mapping)"
-    _report_new_namespaces(report, f"{ids}; made once by the runtime, joined by each worker")
+    _report_new_namespaces(
+        report,
+        f"{ids}; made once by the runtime, joined by each worker",
+        _SHARED_NETWORK if shared_network else _NEW_NETWORK,
+    )
     report.add(
         "mount-namespace",
         True,

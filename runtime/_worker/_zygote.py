@@ -353,7 +353,7 @@ class _ForkServer:
             keep = [sock.fileno(), *_loop_fds(loop)]
             template = self.template if templated else None
             if template is not None:
-                keep += [template.user, template.mount]
+                keep += template.descriptors
             elif self.template is not None:
                 self.template.close()
             id_mapper = None

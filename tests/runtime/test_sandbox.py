@@ -124,7 +124,7 @@ def run_sandboxed(
     workdir = config.pop("workdir")
     if isinstance(workdir, TemplateWorkdir) and config.get("namespaces", True):
         config["template"] = workdir.template
-        extra_fds = (*extra_fds, workdir.template.user, workdir.template.mount)
+        extra_fds = (*extra_fds, *workdir.template.descriptors)
         workdir = None
     settings = {"memory_bytes": 512 * MiB, "cpu_seconds": 10.0, "max_file_bytes": MiB, **config}
     read_fd, write_fd = os.pipe()
@@ -966,6 +966,39 @@ def test_no_network(switches: str, workdir: str, listener: socket.socket) -> Non
     assert blocked(results["asyncio"]), results
     if switches != "landlock only":  # Landlock filters TCP, not UDP
         assert blocked(results["udp"]), results
+    assert_nobody_connected(listener)
+
+
+@pytest.mark.parametrize(
+    ("config", "detail"),
+    [
+        ({"strict": True}, "the runtime's network namespace, made once and joined"),
+        ({"strict": False}, "new network namespace"),
+        ({"strict": True, "seccomp": False}, "new network namespace"),
+    ],
+    ids=["strict", "best-effort", "strict without seccomp"],
+)
+def test_a_templates_network_is_joined_only_by_workers_that_cannot_open_sockets(
+    host_workdir: str, listener: socket.socket, config: dict[str, Any], detail: str
+) -> None:
+    port = listener.getsockname()[1]
+
+    def body() -> dict[str, Any]:
+        def udp() -> int:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
+                return client.sendto(b"x", ("127.0.0.1", port))
+
+        return {"udp": attempt(udp)}
+
+    template = make_root_template(host_workdir)
+    try:
+        sandboxed = run_sandboxed(body, workdir=_with_template(host_workdir, template), **config)
+    finally:
+        template.close()
+    assert sandboxed.layers["network-namespace"].active
+    assert sandboxed.layers["network-namespace"].detail.startswith(detail)
+    # Either way no datagram leaves: no socket (seccomp), or no route (loopback down).
+    assert blocked(sandboxed.results["udp"]), sandboxed.results
     assert_nobody_connected(listener)
 
 

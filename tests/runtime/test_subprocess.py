@@ -613,22 +613,51 @@ def _namespaces_of(pid: int) -> dict[str, str]:
     return {kind: os.readlink(f"/proc/{pid}/ns/{kind}") for kind in kinds}
 
 
-async def test_workers_join_one_user_namespace_and_get_the_others_fresh() -> None:
-    # The zygote's template: one user namespace and one read-only root, made once;
-    # each worker joins the first, copies the second and makes the rest anew.
-    async with SubprocessRuntime(spares=2) as backend:
+def _interfaces_of(pid: int) -> tuple[list[str], str]:
+    """The network interfaces ``pid`` sees, and its local routing table (empty: loopback down)."""
+    with open(f"/proc/{pid}/net/dev") as dev:
+        names = [line.split(":")[0].strip() for line in dev.readlines()[2:]]
+    with open(f"/proc/{pid}/net/fib_trie") as trie:
+        return names, trie.read()
+
+
+@pytest.mark.parametrize(
+    ("options", "shared"),
+    [
+        ({}, ("user", "net")),
+        # Workers that may open sockets get a network namespace of their own.
+        ({"isolation": "best-effort"}, ("user",)),
+        ({"layers": ("namespaces", "landlock")}, ("user",)),
+    ],
+    ids=["strict", "best-effort", "seccomp off"],
+)
+async def test_workers_join_the_template_and_get_the_other_namespaces_fresh(
+    options: dict[str, Any], shared: tuple[str, ...]
+) -> None:
+    # The zygote's template: one user namespace, one read-only root and one empty
+    # network, made once; each worker joins the first, copies the second, joins the
+    # third only if no program of the runtime may open a socket, and makes the rest.
+    async with SubprocessRuntime(spares=2, **options) as backend:
         outcome = await backend.run("return 1", tool_names=[], call_tool=ToolBox())
         assert outcome.result == 1
         zygote = backend._pool.zygote_pid
         assert zygote is not None and backend._pool._zygote is not None
         tmp = backend._pool._zygote.tmp
         await _settle(lambda: len(_children_of(zygote)) == 2)  # the spares; no holder left
-        first, second = (_namespaces_of(pid) for pid in _children_of(zygote))
+        spares = _children_of(zygote)
+        first, second = (_namespaces_of(pid) for pid in spares)
         host = _namespaces_of(os.getpid())
         assert _namespaces_of(zygote) == host  # the zygote itself stays where it was
-        assert first["user"] == second["user"] != host["user"]
-        for kind in ("mnt", "net", "ipc", "uts", "pid"):
-            assert len({first[kind], second[kind], host[kind]}) == 3, kind
+        for kind in ("user", "mnt", "net", "ipc", "uts", "pid"):
+            if kind in shared:
+                assert first[kind] == second[kind] != host[kind], kind
+            else:
+                assert len({first[kind], second[kind], host[kind]}) == 3, kind
+        # Shared or not, a worker's network has no interface but a loopback that is down.
+        for pid in spares:
+            interfaces, local_routes = _interfaces_of(pid)
+            assert interfaces == ["lo"]
+            assert "127.0.0.1" not in local_routes, local_routes
         # Their workdirs are tmpfs of their own: nothing of theirs on the host.
         assert os.listdir(tmp) == []
 
