@@ -102,6 +102,7 @@ from ._libc import (
     PR_SET_DUMPABLE,
     PR_SET_NO_NEW_PRIVS,
     PR_SET_PDEATHSIG,
+    fork_unhooked,
     libc,
     prctl,
 )
@@ -776,7 +777,7 @@ def _fork_init(config: SandboxConfig) -> None:
     lifeline_r, lifeline_w = os.pipe()
     status_r, status_w = os.pipe()
     try:
-        init = os.fork()
+        init = fork_unhooked()
     except OSError:
         for fd in (lifeline_r, lifeline_w, status_r, status_w):
             os.close(fd)
@@ -789,7 +790,7 @@ def _fork_init(config: SandboxConfig) -> None:
     check_lifeline(lifeline_r)
     os.close(lifeline_r)
     try:
-        program = os.fork()
+        program = fork_unhooked()
     except OSError as exc:
         raise SandboxError(f"the namespace's init cannot fork the program: {exc}") from exc
     if program:

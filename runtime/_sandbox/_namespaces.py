@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable
 from typing import Final, NoReturn
 
 from .._exceptions import SandboxError
-from ._libc import PR_SET_DUMPABLE, libc, prctl, syscall
+from ._libc import PR_SET_DUMPABLE, fork_unhooked, libc, prctl, syscall
 
 __all__ = [
     "CLONE_NEWIPC",
@@ -155,7 +155,7 @@ def _retrying(call: Callable[[], int], what: str, user_namespace: int | bool) ->
 
 
 def fork_as_init(own_pid_namespace: int) -> int | None:
-    """``os.fork()``, the child being the init (PID 1) of a new PID namespace.
+    """A fork (:func:`fork_unhooked`), the child being the init (PID 1) of a new PID namespace.
 
     ``own_pid_namespace`` is a descriptor of the caller's own PID namespace,
     which the caller's later forks return to: no later child joins this one's.
@@ -169,7 +169,7 @@ def fork_as_init(own_pid_namespace: int) -> int | None:
     except OSError:
         return None
     try:
-        pid = os.fork()
+        pid = fork_unhooked()
     except OSError:
         _return_to(own_pid_namespace)
         raise

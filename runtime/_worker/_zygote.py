@@ -57,7 +57,7 @@ from typing import Any, NoReturn
 import orjson
 
 from .._exceptions import SandboxError
-from .._sandbox._libc import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, prctl
+from .._sandbox._libc import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, fork_unhooked, prctl
 from ._bootstrap import (
     EXIT_INTERNAL,
     WorkerSettings,
@@ -283,7 +283,7 @@ class _ForkServer:
                     os.close(lifeline[1])
                     lifeline = None
             if pid is None:
-                pid = os.fork()
+                pid = fork_unhooked()
         except SandboxError:
             self.shutdown()  # a later worker would join an earlier one's namespace
         except OSError as exc:

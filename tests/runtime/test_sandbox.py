@@ -15,6 +15,7 @@ import errno
 import json
 import os
 import posix
+import random
 import resource
 import select
 import signal
@@ -36,7 +37,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime._sandbox import _landlock, _libc, _namespaces, _seccomp
+from runtime._sandbox import _landlock, _layers, _libc, _namespaces, _seccomp
 from runtime._sandbox._layers import (
     PROTECTS,
     LayerStatus,
@@ -435,17 +436,22 @@ def test_an_unprivileged_callers_template_gives_the_same_protection() -> None:
 
 
 def _fail_fork_after(successes: int) -> Callable[[], None]:
+    """In the child: its forks (both kinds, counted together) fail after ``successes``."""
+
     def install() -> None:
-        real_fork = os.fork
         left = [successes]
 
-        def fork() -> int:
-            if left[0] <= 0:
-                raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
-            left[0] -= 1
-            return real_fork()
+        def failing(real_fork: Callable[[], int]) -> Callable[[], int]:
+            def fork() -> int:
+                if left[0] <= 0:
+                    raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+                left[0] -= 1
+                return real_fork()
 
-        os.fork = fork
+            return fork
+
+        os.fork = failing(os.fork)
+        _layers.fork_unhooked = failing(_layers.fork_unhooked)
 
     return install
 
@@ -1964,3 +1970,78 @@ def test_fork_as_init_gives_each_child_a_pid_namespace_of_its_own() -> None:
     # A namespace the caller cannot return to: the child is killed and reaped, and it says so.
     assert report["error"].startswith("cannot return to its own PID namespace")
     assert report["left"] is None
+
+
+_FORK_UNHOOKED = """
+import ctypes, errno, json, os, random, sys, threading
+sys.path.insert(0, os.getcwd())
+from runtime._sandbox import _libc
+
+hooks_ran = []
+os.register_at_fork(after_in_child=lambda: hooks_ran.append(1))
+
+
+def in_child(fork, what):
+    r, w = os.pipe()
+    pid = fork()
+    if pid == 0:
+        os.write(w, json.dumps(what()).encode())
+        os._exit(0)
+    os.close(w)
+    seen = json.loads(os.read(r, 4096))
+    os.close(r)
+    os.waitpid(pid, 0)
+    return seen
+
+
+report = {"threads": threading.active_count()}
+random.seed(1234)
+report["children"] = [in_child(_libc.fork_unhooked, random.random) for _ in range(2)]
+report["parent"] = random.random()
+report["hooks"] = in_child(_libc.fork_unhooked, lambda: len(hooks_ran))
+stop = threading.Event()
+thread = threading.Thread(target=stop.wait)
+thread.start()
+report["hooks_with_a_thread"] = in_child(_libc.fork_unhooked, lambda: len(hooks_ran))
+stop.set()
+thread.join()
+
+
+def refused():
+    ctypes.set_errno(errno.EAGAIN)
+    return -1
+
+
+_libc._fork = refused
+try:
+    _libc.fork_unhooked()
+except OSError as exc:
+    report["error"] = [exc.errno, str(exc)]
+print(json.dumps(report))
+"""
+
+
+def test_fork_unhooked_skips_the_hooks_but_reseeds_and_falls_back_with_threads() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _FORK_UNHOOKED],
+        cwd=str(Path(__file__).resolve().parents[2]),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    report = json.loads(done.stdout)
+    assert report["threads"] == 1
+    # Each child draws from a seed of its own, not from the parent's sequence
+    # (which the forks leave as it was).
+    first, second = report["children"]
+    assert first != second
+    assert report["parent"] == random.Random(1234).random()
+    assert report["parent"] not in (first, second)
+    # No at-fork hook runs in a single-threaded process; with a thread alive it is os.fork().
+    assert report["hooks"] == 0
+    assert report["hooks_with_a_thread"] == 1
+    assert report["error"] == [
+        errno.EAGAIN,
+        f"[Errno {errno.EAGAIN}] fork: {os.strerror(errno.EAGAIN)}",
+    ]

@@ -662,6 +662,23 @@ async def test_workers_join_the_template_and_get_the_other_namespaces_fresh(
         assert os.listdir(tmp) == []
 
 
+async def test_each_run_draws_random_numbers_of_its_own() -> None:
+    # Every worker is forked from one zygote: each must reseed the shared generator.
+    async with SubprocessRuntime(spares=2) as backend:
+        drawn = [
+            (
+                await backend.run(
+                    "import random\nreturn random.getrandbits(64)",
+                    tool_names=[],
+                    call_tool=ToolBox(),
+                )
+            ).result
+            for _ in range(4)
+        ]
+    assert all(isinstance(value, int) for value in drawn), drawn
+    assert len(set(drawn)) == 4, drawn
+
+
 _SEEN = "try:\n    open('mine.txt').close()\nexcept FileNotFoundError:\n    return 'absent'\nreturn 'seen'"
 
 
