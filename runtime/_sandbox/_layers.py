@@ -128,7 +128,7 @@ PROTECTS: Final = {
     "workdir": "relative paths landing outside the run's private directory",
     "user-namespace": "host root: sandbox ids map to unprivileged host ids",
     "mount-namespace": "host files: a private root with read-only Python and the workdir only",
-    "network-namespace": "network access: no interfaces at all, not even loopback",
+    "network-namespace": "network access: no interface but a loopback that is down",
     "pid-namespace": "seeing or signalling host processes; outliving the run (every process "
     "of the namespace dies with its init)",
     "ipc-namespace": "host SysV and POSIX IPC objects",
