@@ -324,12 +324,13 @@ def make_root_template(staging: str) -> RootTemplate:
     """Make the :class:`RootTemplate` every worker of this process joins.
 
     Forks a short-lived holder that unshares a user, a mount and a network
-    namespace, gets its id maps (as root this process writes them: the sandbox ids map to
-    unprivileged host ids, as for a worker; otherwise the holder maps itself)
-    and builds the read-only private root with ``/tmp`` as an empty mount
-    point, using ``staging`` (an existing directory: the zygote's own) as its
-    mount point in the holder's namespace only. This process opens the three
-    namespaces, which outlive the holder as long as the descriptors are open.
+    namespace, gets its id maps (as root this process writes them: the
+    sandbox ids map to unprivileged host ids, as for a worker; otherwise the
+    holder maps itself) and builds the read-only private root with ``/tmp``
+    as an empty mount point, using ``staging`` (an existing directory: the
+    zygote's own) as its mount point in the holder's namespace only. This
+    process opens the three namespaces, which outlive the holder as long as
+    the descriptors are open.
 
     Raises:
         SandboxError: with the reason, when this machine has no user
