@@ -16,8 +16,8 @@ what earlier ones need:
    A worker of a zygote joins the zygote's :class:`RootTemplate` instead: the
    user namespace and the read-only root it made once (:func:`make_root_template`),
    then a copy of that mount namespace, new IPC, UTS and PID namespaces, and
-   a tmpfs of its own at ``/tmp`` for the workdir; under strict isolation
-   (seccomp denies every new socket) it joins the template's empty network
+   a tmpfs of its own at ``/tmp`` for the workdir; where its seccomp filter
+   will deny it every new socket it joins the template's empty network
    namespace too, else it makes its own.
    The calling process becomes the *supervisor* (outside the new PID
    namespace, in the caller's process group, which is what the host kills);
@@ -159,8 +159,9 @@ class RootTemplate:
     read-only private root, ``/tmp`` an empty mount point), mounts a tmpfs of
     its own at ``/tmp`` and unshares the IPC, UTS and PID namespaces as any
     worker does. A worker whose seccomp filter will deny it every new socket
-    (strict isolation) joins the network namespace too, which has nothing in
-    it but a loopback that is down; any other worker makes its own. What a
+    (seccomp on, on a machine where the filter holds) joins the network
+    namespace too, which has nothing in it but a loopback that is down; any
+    other worker makes its own. What a
     worker would otherwise redo per run (a user namespace and its id maps, a
     copy of the host's whole mount table, a tmpfs root, a bind mount per
     path, ``pivot_root`` and the detaching of the old root; a network
@@ -176,6 +177,9 @@ class RootTemplate:
             host ids, the one mapping an unprivileged user may write).
         read_only: the paths bound read-only into the root.
         devices: the devices bound into it.
+        sockets_denied: whether a worker's seccomp filter, which denies it
+            every new socket, holds on this machine (the holder installed it
+            before it exited). Only then do workers share the network namespace.
     """
 
     user: int
@@ -184,6 +188,7 @@ class RootTemplate:
     mapping: str
     read_only: tuple[str, ...]
     devices: tuple[str, ...]
+    sockets_denied: bool = False
 
     @property
     def descriptors(self) -> tuple[int, int, int]:
@@ -386,9 +391,10 @@ def make_root_template(staging: str) -> RootTemplate:
         os.close(go_w)  # the holder's cue to exit
         with contextlib.suppress(ChildProcessError):
             os.waitpid(holder, 0)
-    devices = tuple(device for device in answer[1:].decode().split(",") if device)
+    sockets_denied = answer[1:2] == b"s"
+    devices = tuple(device for device in answer[2:].decode().split(",") if device)
     mapping = "privileged" if privileged else "self"
-    return RootTemplate(user, mount, network, mapping, read_only, devices)
+    return RootTemplate(user, mount, network, mapping, read_only, devices, sockets_denied)
 
 
 def _hold_template(
@@ -396,9 +402,11 @@ def _hold_template(
 ) -> NoReturn:
     """The holder's body (see :func:`make_root_template`); never returns.
 
-    Reports ``b"u"`` when, as root, it waits for its id maps, then ``b"1"``
-    and the devices it bound (comma-separated), or ``b"0"`` and why; exits
-    once its parent closes ``go`` (the parent has opened the namespaces by then).
+    Reports ``b"u"`` when, as root, it waits for its id maps, then ``b"1"``,
+    ``b"s"`` if a worker's seccomp filter could be installed here (``b"-"``
+    if not) and the devices it bound (comma-separated), or ``b"0"`` and why;
+    exits once its parent closes ``go`` (the parent has opened the namespaces
+    by then).
     """
     outcome = b"0"
     try:
@@ -415,7 +423,14 @@ def _hold_template(
         else:
             _namespaces.map_self(uid, gid)
         devices = _namespaces.build_template_root(staging, read_only)
-        outcome = b"1" + ",".join(devices).encode()
+        # Last, as a worker does: whether the filter that denies a worker every
+        # new socket holds on this machine (this process only waits and exits now).
+        try:
+            _seccomp.install_filter(os.getpid())
+            sockets = b"s"
+        except OSError:
+            sockets = b"-"
+        outcome = b"1" + sockets + ",".join(devices).encode()
     except BaseException as exc:  # a forked holder must reach _exit whatever happens
         outcome = b"0" + f"{type(exc).__name__}: {exc}"[:1000].encode(errors="replace")
     finally:
@@ -641,8 +656,8 @@ _PRIVILEGED_IDS: Final = (
 
 _NEW_NETWORK: Final = "new network namespace: loopback down, no interfaces"
 _SHARED_NETWORK: Final = (
-    "the runtime's network namespace, made once and joined by each worker (none of which "
-    "may open a socket: seccomp): loopback down, no interfaces"
+    "the runtime's network namespace, made once and shared by the workers that may not "
+    "open a socket (seccomp): loopback down, no interfaces"
 )
 
 
@@ -672,18 +687,18 @@ def _join_template(
     Joins its user namespace (becoming the namespace's root), makes a copy of
     its mount namespace and new IPC and UTS (and, without ``as_init``, PID)
     namespaces in one ``unshare``, and mounts the workdir, a tmpfs of its own,
-    at ``/tmp``. Its network namespace: the template's where no program of the
-    runtime may open a socket (a strict worker's seccomp filter, which a
-    strict run cannot go without), else a new one. Raises
+    at ``/tmp``. Its network namespace: the template's where its program may
+    not open a socket (seccomp on, and its filter held when the template was
+    made), else a new one. Raises
     :class:`SandboxError` if any step is refused: the template was made on
     this machine, so that is no missing layer but a broken one.
     """
     flags = _namespaces.CLONE_NEWNS | _namespaces.CLONE_NEWIPC | _namespaces.CLONE_NEWUTS
     if as_init is None:
         flags |= _namespaces.CLONE_NEWPID
-    # Workers that may open sockets (seccomp off, or missing and tolerated)
+    # Workers that may open sockets (seccomp off, or missing on this machine)
     # would share what they bind in a shared namespace: theirs is their own.
-    shared_network = config.seccomp and config.strict
+    shared_network = config.seccomp and template.sockets_denied
     if not shared_network:
         flags |= _namespaces.CLONE_NEWNET
     privileged = template.mapping == "privileged"
@@ -1141,23 +1156,32 @@ def enter_sandbox(
 def probe_layers() -> list[LayerStatus]:
     """Try every layer in a throwaway child and report what this machine supports.
 
-    For ``ptc doctor``. Never raises for a missing layer; the child is reaped
-    before returning.
+    For ``ptc doctor``. The child is set up as a zygote's worker is: it joins
+    a :class:`RootTemplate` made for it, or, where none can be made, builds
+    its own namespaces. Never raises for a missing layer; the child is
+    reaped before returning.
     """
     import tempfile  # (not at the top: the zygote imports this module, never this function)
 
     with tempfile.TemporaryDirectory(prefix="ptc-probe-") as workdir:
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - runs in the child
+        template = None
+        with contextlib.suppress(SandboxError):  # (the child then says what is missing)
+            template = make_root_template(workdir)
+        try:
+            read_fd, write_fd = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - runs in the child
+                os.close(read_fd)
+                _probe_child(workdir, template, write_fd)
+            os.close(write_fd)
+            chunks: list[bytes] = []
+            while chunk := os.read(read_fd, 65536):
+                chunks.append(chunk)
             os.close(read_fd)
-            _probe_child(workdir, write_fd)
-        os.close(write_fd)
-        chunks: list[bytes] = []
-        while chunk := os.read(read_fd, 65536):
-            chunks.append(chunk)
-        os.close(read_fd)
-        _, status = os.waitpid(pid, 0)
+            _, status = os.waitpid(pid, 0)
+        finally:
+            if template is not None:
+                template.close()
     try:
         rows = json.loads(b"".join(chunks) or b"null")
     except ValueError:
@@ -1174,11 +1198,19 @@ def probe_layers() -> list[LayerStatus]:
     return [LayerStatus(str(n), bool(a), str(d), str(p)) for n, a, d, p in rows]
 
 
-def _probe_child(workdir: str, write_fd: int) -> NoReturn:
+def _probe_child(workdir: str, template: RootTemplate | None, write_fd: int) -> NoReturn:
     code = 1
     try:
-        config = SandboxConfig(workdir=workdir, memory_bytes=1 << 30, cpu_seconds=10)
-        statuses = enter_sandbox(config, keep_fds=[write_fd])
+        keep = [write_fd]
+        if template is not None:
+            keep += template.descriptors
+        config = SandboxConfig(
+            workdir=None if template is not None else workdir,
+            template=template,
+            memory_bytes=1 << 30,
+            cpu_seconds=10,
+        )
+        statuses = enter_sandbox(config, keep_fds=keep)
         rows = [[s.name, s.active, s.detail, s.protects] for s in statuses]
         os.write(write_fd, json.dumps(rows).encode())
         code = 0

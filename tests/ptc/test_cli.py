@@ -302,6 +302,9 @@ def test_doctor_says_the_worker_fails_closed_and_what_the_allow_list_is() -> Non
     text = out.stdout
     assert 'fail closed: isolation="strict" (the default)' in text
     assert re.search(r"here   all \d+ layers active", text)
+    # The probe is set up as a runtime's workers are: it joins a namespace template.
+    assert "made once by the runtime, joined by each worker" in text
+    assert "the runtime's network namespace, made once and shared" in text
     # The language layer is its own section, and says what it is not.
     assert "language layer (a convenience, not a security boundary)" in text
     assert "the OS layers above are the boundary" in text

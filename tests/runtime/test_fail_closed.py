@@ -8,9 +8,11 @@ reports what the kernel said.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from runtime import Isolation, Limits, SubprocessRuntime, ToolAnswer, get_runtime
@@ -105,6 +107,39 @@ async def test_best_effort_runs_and_every_outcome_names_what_it_lacked(
         "missing": [*NAMESPACES, "seccomp"],
         "off": [],
     }
+
+
+def _networks_of_children(parent: int) -> list[str]:
+    networks = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    if int(stat.read().rsplit(")", 1)[1].split()[1]) != parent:
+                        continue
+                networks.append(os.readlink(f"/proc/{entry}/ns/net"))
+            except (OSError, ValueError):
+                continue
+    return networks
+
+
+async def test_without_seccomp_on_the_machine_each_worker_has_a_network_of_its_own(
+    tmp_path: Path,
+) -> None:
+    # A template's network is shared only by workers whose filter denies them
+    # sockets: where no filter can be installed, each worker makes its own.
+    python = python_wrapper(tmp_path, "seccomp")
+    runtime = SubprocessRuntime(python=python, spares=2, isolation="best-effort")
+    async with runtime:
+        outcome = await runtime.run("return 1", tool_names=[], call_tool=Calls(), limits=LIMITS)
+        assert outcome.result == 1 and outcome.isolation.missing == ("seccomp",)
+        zygote = runtime._pool.zygote_pid
+        assert zygote is not None
+        with anyio.fail_after(10):  # (the spares' processes: no event to wait on)
+            while len(networks := _networks_of_children(zygote)) < 2:  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+    assert len(set(networks)) == len(networks)
+    assert os.readlink("/proc/self/ns/net") not in networks
 
 
 async def test_best_effort_on_a_failing_program_still_reports_its_isolation(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import ctypes
+import dataclasses
 import errno
 import json
 import os
@@ -975,17 +976,25 @@ def test_no_network(switches: str, workdir: str, listener: socket.socket) -> Non
     assert_nobody_connected(listener)
 
 
+_SHARED = "the runtime's network namespace, made once and shared"
+
+
 @pytest.mark.parametrize(
-    ("config", "detail"),
+    ("config", "filter_held", "detail"),
     [
-        ({"strict": True}, "the runtime's network namespace, made once and joined"),
-        ({"strict": False}, "new network namespace"),
-        ({"strict": True, "seccomp": False}, "new network namespace"),
+        ({"strict": True}, True, _SHARED),
+        ({"strict": False}, True, _SHARED),
+        ({"strict": True, "seccomp": False}, True, "new network namespace"),
+        ({"strict": False}, False, "new network namespace"),
     ],
-    ids=["strict", "best-effort", "strict without seccomp"],
+    ids=["strict", "best-effort", "seccomp off", "no seccomp on the machine"],
 )
 def test_a_templates_network_is_joined_only_by_workers_that_cannot_open_sockets(
-    host_workdir: str, listener: socket.socket, config: dict[str, Any], detail: str
+    host_workdir: str,
+    listener: socket.socket,
+    config: dict[str, Any],
+    filter_held: bool,
+    detail: str,
 ) -> None:
     port = listener.getsockname()[1]
 
@@ -997,8 +1006,11 @@ def test_a_templates_network_is_joined_only_by_workers_that_cannot_open_sockets(
         return {"udp": attempt(udp)}
 
     template = make_root_template(host_workdir)
+    # This machine has seccomp filters: the holder installed one.
+    assert template.sockets_denied
     try:
-        sandboxed = run_sandboxed(body, workdir=_with_template(host_workdir, template), **config)
+        joined = dataclasses.replace(template, sockets_denied=filter_held)
+        sandboxed = run_sandboxed(body, workdir=_with_template(host_workdir, joined), **config)
     finally:
         template.close()
     assert sandboxed.layers["network-namespace"].active
