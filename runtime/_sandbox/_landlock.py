@@ -63,6 +63,14 @@ _SCOPE_SIGNAL: Final = 1 << 1
 
 # Rights that make sense on a non-directory; adding others to a file rule is EINVAL.
 _FILE_RIGHTS: Final = _EXECUTE | _WRITE_FILE | _READ_FILE | _TRUNCATE | _IOCTL_DEV
+
+# The system calls' argument buffers: struct landlock_ruleset_attr (three
+# __u64, the last two added by ABI 4 and 6) and the packed struct
+# landlock_path_beneath_attr (__u64 allowed_access; __s32 parent_fd). Their
+# ctypes types are made here, at import (in the zygote): made by a forked
+# worker, each type costs it about 40 us and a dozen copied pages.
+_RulesetAttr: Final = ctypes.c_char * 24
+_PathBeneathAttr: Final = ctypes.c_char * 12
 _READ_ONLY: Final = _READ_FILE | _READ_DIR
 _READ_WRITE: Final = (
     _READ_FILE
@@ -123,7 +131,7 @@ def create_ruleset(
     scoped = (_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL) if abi >= 6 else 0
     # struct landlock_ruleset_attr grew with the ABI; pass the size this kernel knows.
     size = 8 if abi < 4 else 16 if abi < 6 else 24
-    attr = ctypes.create_string_buffer(struct.pack("=QQQ", handled_fs, handled_net, scoped), 24)
+    attr = _RulesetAttr.from_buffer_copy(struct.pack("=QQQ", handled_fs, handled_net, scoped))
     ruleset = int(
         syscall(ctypes.c_long(_SYS_CREATE_RULESET), attr, ctypes.c_size_t(size), ctypes.c_uint32(0))
     )
@@ -186,8 +194,7 @@ def _add_path_rule(ruleset: int, path: str, rights: int) -> None:
     try:
         if not stat.S_ISDIR(os.fstat(fd).st_mode):
             rights &= _FILE_RIGHTS
-        # struct landlock_path_beneath_attr is packed: __u64 allowed_access; __s32 parent_fd;
-        attr = ctypes.create_string_buffer(struct.pack("=Qi", rights, fd), 12)
+        attr = _PathBeneathAttr.from_buffer_copy(struct.pack("=Qi", rights, fd))
         if syscall(
             ctypes.c_long(_SYS_ADD_RULE),
             ctypes.c_int(ruleset),

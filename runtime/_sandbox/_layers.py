@@ -121,6 +121,12 @@ __all__ = [
 ]
 
 _CAP_VERSION_3: Final = 0x20080522
+# capget/capset's struct __user_cap_header_struct (version, pid) and its two
+# __user_cap_data_struct (effective, permitted, inheritable), made at import
+# (in the zygote): made by a forked worker, each ctypes type costs it about
+# 40 us and a dozen copied pages.
+_CapHeader: Final = ctypes.c_uint32 * 2
+_CapData: Final = ctypes.c_uint32 * 6
 _HOSTNAME: Final = "ptc-sandbox"
 
 PROTECTS: Final = {
@@ -319,10 +325,8 @@ def prepare_for_workers() -> None:
     _close_range()
     _last_capability()
     _clear_environment()
-    arch = _seccomp.native_arch()
-    if arch is not None:
-        with contextlib.suppress(_seccomp.SeccompUnavailableError):
-            _seccomp.build_filter(arch, 1)
+    with contextlib.suppress(_seccomp.SeccompUnavailableError):
+        _seccomp.prepare_filter(1)
 
 
 def make_root_template(staging: str) -> RootTemplate:
@@ -900,8 +904,8 @@ def _kill(pid: int) -> None:
 
 
 def _capabilities_empty() -> bool:
-    header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
-    data = (ctypes.c_uint32 * 6)()
+    header = _CapHeader(_CAP_VERSION_3, 0)
+    data = _CapData()
     if libc.capget(header, data) != 0:
         return False
     effective_permitted = (data[0], data[1], data[3], data[4])
@@ -932,8 +936,7 @@ def _drop_privileges(namespaces: _Namespaces, report: _Report) -> None:
         steps.append(f"uid {os.geteuid()} kept")
     # setresuid away from root clears the capability sets; zero them explicitly
     # for the self-mapped namespace root, which keeps its uid.
-    header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
-    libc.capset(header, (ctypes.c_uint32 * 6)())
+    libc.capset(_CapHeader(_CAP_VERSION_3, 0), _CapData())
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     prctl(PR_SET_DUMPABLE, 0)
     no_caps = _capabilities_empty() and prctl(PR_GET_NO_NEW_PRIVS) == 1

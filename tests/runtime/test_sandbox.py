@@ -2057,3 +2057,42 @@ def test_fork_unhooked_skips_the_hooks_but_reseeds_and_falls_back_with_threads()
         errno.EAGAIN,
         f"[Errno {errno.EAGAIN}] fork: {os.strerror(errno.EAGAIN)}",
     ]
+
+
+_TYPES_MADE = """
+import gc, json, os, select, sys, tempfile  # (the zygote has select: asyncio imports it)
+sys.path.insert(0, os.getcwd())
+from runtime._sandbox._layers import SandboxConfig, enter_sandbox, make_root_template, prepare_for_workers
+
+prepare_for_workers()
+staging = tempfile.mkdtemp()
+template = make_root_template(staging)
+gc.freeze()  # as the zygote does: what is made from now on is the worker's
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    config = SandboxConfig(workdir=None, template=template, memory_bytes=1 << 30, cpu_seconds=10, strict=True)
+    enter_sandbox(config, keep_fds=[w, *template.descriptors])
+    made = sorted(t.__qualname__ for t in gc.get_objects() if isinstance(t, type))
+    os.write(w, json.dumps(made).encode())
+    os._exit(0)
+os.close(w)
+print(os.read(r, 65536).decode())
+os.waitpid(pid, 0)
+os.rmdir(staging)
+"""
+
+
+def test_a_worker_makes_no_type_of_its_own_on_the_way_into_the_sandbox() -> None:
+    # A type made in a freshly forked worker (ctypes makes one per array size)
+    # costs it tens of microseconds and a dozen copied pages: the zygote makes
+    # them all before it forks.
+    done = subprocess.run(
+        [sys.executable, "-c", _TYPES_MADE],
+        cwd=str(Path(__file__).resolve().parents[2]),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert json.loads(done.stdout) == []
