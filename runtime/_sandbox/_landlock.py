@@ -67,10 +67,13 @@ _FILE_RIGHTS: Final = _EXECUTE | _WRITE_FILE | _READ_FILE | _TRUNCATE | _IOCTL_D
 # The system calls' argument buffers: struct landlock_ruleset_attr (three
 # __u64, the last two added by ABI 4 and 6) and the packed struct
 # landlock_path_beneath_attr (__u64 allowed_access; __s32 parent_fd). Their
-# ctypes types are made here, at import (in the zygote): made by a forked
-# worker, each type costs it about 40 us and a dozen copied pages.
+# ctypes types and struct layouts are made here, at import (in the zygote):
+# made by a forked worker, each type costs it about 40 us and a dozen copied
+# pages, each layout about 20 us.
 _RulesetAttr: Final = ctypes.c_char * 24
 _PathBeneathAttr: Final = ctypes.c_char * 12
+_RULESET_ATTR: Final = struct.Struct("=QQQ")
+_PATH_BENEATH_ATTR: Final = struct.Struct("=Qi")
 _READ_ONLY: Final = _READ_FILE | _READ_DIR
 _READ_WRITE: Final = (
     _READ_FILE
@@ -131,7 +134,7 @@ def create_ruleset(
     scoped = (_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL) if abi >= 6 else 0
     # struct landlock_ruleset_attr grew with the ABI; pass the size this kernel knows.
     size = 8 if abi < 4 else 16 if abi < 6 else 24
-    attr = _RulesetAttr.from_buffer_copy(struct.pack("=QQQ", handled_fs, handled_net, scoped))
+    attr = _RulesetAttr.from_buffer_copy(_RULESET_ATTR.pack(handled_fs, handled_net, scoped))
     ruleset = int(
         syscall(ctypes.c_long(_SYS_CREATE_RULESET), attr, ctypes.c_size_t(size), ctypes.c_uint32(0))
     )
@@ -194,7 +197,7 @@ def _add_path_rule(ruleset: int, path: str, rights: int) -> None:
     try:
         if not stat.S_ISDIR(os.fstat(fd).st_mode):
             rights &= _FILE_RIGHTS
-        attr = _PathBeneathAttr.from_buffer_copy(struct.pack("=Qi", rights, fd))
+        attr = _PathBeneathAttr.from_buffer_copy(_PATH_BENEATH_ATTR.pack(rights, fd))
         if syscall(
             ctypes.c_long(_SYS_ADD_RULE),
             ctypes.c_int(ruleset),

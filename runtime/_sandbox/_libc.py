@@ -46,6 +46,22 @@ PR_CAP_AMBIENT_CLEAR_ALL: Final = 4
 #: The C library of this process, with ``errno`` kept for :func:`ctypes.get_errno`.
 libc: Final = ctypes.CDLL(None, use_errno=True)
 
+# The functions the layers call through ``libc``, looked up here, at import (in
+# the zygote): ctypes looks a function up on its first use, and each lookup in
+# a forked worker would cost it about 40 us and ten copied pages.
+for _name in (
+    "capget",
+    "capset",
+    "clearenv",
+    "mount",
+    "sethostname",
+    "setns",
+    "umount2",
+    "unshare",
+):
+    getattr(libc, _name)
+del _name
+
 #: ``syscall(number, ...)``, returning a ``long`` (pass every argument as a ctypes value).
 syscall: Final = libc.syscall
 syscall.restype = ctypes.c_long

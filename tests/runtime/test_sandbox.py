@@ -2060,7 +2060,7 @@ def test_fork_unhooked_skips_the_hooks_but_reseeds_and_falls_back_with_threads()
 
 
 _TYPES_MADE = """
-import gc, json, os, select, sys, tempfile  # (the zygote has select: asyncio imports it)
+import ctypes, gc, json, os, select, struct, sys, tempfile  # (the zygote has select)
 sys.path.insert(0, os.getcwd())
 from runtime._sandbox._layers import SandboxConfig, enter_sandbox, make_root_template, prepare_for_workers
 
@@ -2073,7 +2073,13 @@ pid = os.fork()
 if pid == 0:
     config = SandboxConfig(workdir=None, template=template, memory_bytes=1 << 30, cpu_seconds=10, strict=True)
     enter_sandbox(config, keep_fds=[w, *template.descriptors])
-    made = sorted(t.__qualname__ for t in gc.get_objects() if isinstance(t, type))
+    # Types (ctypes makes one per array size), C functions (ctypes looks each
+    # up on its first call) and struct layouts (compiled on first use).
+    made = sorted(
+        type(o).__qualname__ if not isinstance(o, type) else o.__qualname__
+        for o in gc.get_objects()
+        if isinstance(o, (type, ctypes._CFuncPtr, struct.Struct))
+    )
     os.write(w, json.dumps(made).encode())
     os._exit(0)
 os.close(w)
@@ -2083,10 +2089,9 @@ os.rmdir(staging)
 """
 
 
-def test_a_worker_makes_no_type_of_its_own_on_the_way_into_the_sandbox() -> None:
-    # A type made in a freshly forked worker (ctypes makes one per array size)
-    # costs it tens of microseconds and a dozen copied pages: the zygote makes
-    # them all before it forks.
+def test_a_worker_makes_no_type_function_or_layout_on_the_way_into_the_sandbox() -> None:
+    # Each made in a freshly forked worker costs it tens of microseconds and
+    # a dozen copied pages: the zygote makes them all before it forks.
     done = subprocess.run(
         [sys.executable, "-c", _TYPES_MADE],
         cwd=str(Path(__file__).resolve().parents[2]),
