@@ -167,11 +167,11 @@ class RootTemplate:
     worker does. A worker whose seccomp filter will deny it every new socket
     (seccomp on, on a machine where the filter holds) joins the network
     namespace too, which has nothing in it but a loopback that is down; any
-    other worker makes its own. What a
-    worker would otherwise redo per run (a user namespace and its id maps, a
-    copy of the host's whole mount table, a tmpfs root, a bind mount per
-    path, ``pivot_root`` and the detaching of the old root; a network
-    namespace, the costliest to make and tear down) is done once.
+    other worker makes its own. What a worker would otherwise redo per run (a
+    user namespace and its id maps, a copy of the host's whole mount table, a
+    tmpfs root, a bind mount per path, ``pivot_root`` and the detaching of the
+    old root; a network namespace, the costliest to make and tear down) is
+    done once.
 
     Attributes:
         user: a descriptor of the user namespace (``/proc/<pid>/ns/user``).
@@ -693,9 +693,9 @@ def _join_template(
     namespaces in one ``unshare``, and mounts the workdir, a tmpfs of its own,
     at ``/tmp``. Its network namespace: the template's where its program may
     not open a socket (seccomp on, and its filter held when the template was
-    made), else a new one. Raises
-    :class:`SandboxError` if any step is refused: the template was made on
-    this machine, so that is no missing layer but a broken one.
+    made), else a new one. Raises :class:`SandboxError` if any step is
+    refused: the template was made on this machine, so that is no missing
+    layer but a broken one.
     """
     flags = _namespaces.CLONE_NEWNS | _namespaces.CLONE_NEWIPC | _namespaces.CLONE_NEWUTS
     if as_init is None:
