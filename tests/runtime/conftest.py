@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,3 +53,18 @@ def greeting_of(worker: _pool.Worker) -> dict[str, Any]:
         payloads = decoder.feed(worker.sock.recv(4096))
     frame: dict[str, Any] = orjson.loads(payloads[0])
     return frame
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` now (from ``/proc``: a gone one is skipped)."""
+    children = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as file:
+                    stat = file.read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                children.append(int(entry))
+    return children

@@ -8,6 +8,7 @@ reports what the kernel said.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 
 from runtime import Isolation, Limits, SubprocessRuntime, ToolAnswer, get_runtime
 
+from .conftest import children_of
 from .deny_syscalls import python_wrapper
 
 pytestmark = pytest.mark.anyio
@@ -111,15 +113,9 @@ async def test_best_effort_runs_and_every_outcome_names_what_it_lacked(
 
 def _networks_of_children(parent: int) -> list[str]:
     networks = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    if int(stat.read().rsplit(")", 1)[1].split()[1]) != parent:
-                        continue
-                networks.append(os.readlink(f"/proc/{entry}/ns/net"))
-            except (OSError, ValueError):
-                continue
+    for child in children_of(parent):
+        with contextlib.suppress(OSError):  # (gone meanwhile)
+            networks.append(os.readlink(f"/proc/{child}/ns/net"))
     return networks
 
 

@@ -1914,6 +1914,19 @@ def test_prctl_is_filtered_in_a_live_worker(workdir: str) -> None:
     assert results["get dumpable"] == "ok: 0"
 
 
+def _script_report(script: str) -> Any:
+    """Run ``script`` in a fresh interpreter (from the repository's root); its JSON output."""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=str(Path(__file__).resolve().parents[2]),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return json.loads(done.stdout)
+
+
 _FORK_AS_INIT = r"""
 import json, os, sys, time
 sys.path.insert(0, os.getcwd())
@@ -1966,15 +1979,7 @@ print(json.dumps(report))
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a new PID namespace needs CAP_SYS_ADMIN")
 def test_fork_as_init_gives_each_child_a_pid_namespace_of_its_own() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _FORK_AS_INIT],
-        cwd=str(Path(__file__).resolve().parents[2]),
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    report = json.loads(done.stdout)
+    report = _script_report(_FORK_AS_INIT)
     # Each child is PID 1 of a new namespace; a later plain fork is back in the caller's.
     assert report["inits"] == [1, 1, 1]
     assert report["plain"] != 1
@@ -2034,15 +2039,7 @@ print(json.dumps(report))
 
 
 def test_fork_unhooked_skips_the_hooks_but_reseeds_and_falls_back_with_threads() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", _FORK_UNHOOKED],
-        cwd=str(Path(__file__).resolve().parents[2]),
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    report = json.loads(done.stdout)
+    report = _script_report(_FORK_UNHOOKED)
     assert report["threads"] == 1
     # Each child draws from a seed of its own, not from the parent's sequence
     # (which the forks leave as it was).
@@ -2092,12 +2089,5 @@ os.rmdir(staging)
 def test_a_worker_makes_no_type_function_or_layout_on_the_way_into_the_sandbox() -> None:
     # Each made in a freshly forked worker costs it tens of microseconds and
     # a dozen copied pages: the zygote makes them all before it forks.
-    done = subprocess.run(
-        [sys.executable, "-c", _TYPES_MADE],
-        cwd=str(Path(__file__).resolve().parents[2]),
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    assert json.loads(done.stdout) == []
+    report = _script_report(_TYPES_MADE)
+    assert report == []

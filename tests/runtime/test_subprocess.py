@@ -38,6 +38,8 @@ from runtime._worker._prewarm import prewarm, warm_up
 from runtime._worker._protocol import FrameDecoder, NotJsonError, ProtocolError, check_json
 from runtime.testing import ManualCancel, ToolBox
 
+from .conftest import children_of
+
 pytestmark = pytest.mark.anyio
 
 READY = {"type": "ready", "layers": [["rlimits", True, "fake"]]}
@@ -547,20 +549,6 @@ def _open_fds() -> set[int]:
     return {int(name) for name in os.listdir("/proc/self/fd")}
 
 
-def _children_of(pid: int) -> list[int]:
-    children = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as file:
-                    stat = file.read()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                children.append(int(entry))
-    return children
-
-
 async def test_no_leaks_and_clean_shutdown() -> None:
     backend = SubprocessRuntime(layers=(), spares=1)
     await backend.start()
@@ -576,7 +564,7 @@ async def test_no_leaks_and_clean_shutdown() -> None:
     tmp = backend._pool._zygote.tmp if backend._pool._zygote else None
     assert tmp is not None
     # Only the one spare is left: its process and its work directory.
-    await _settle(lambda: len(_children_of(zygote)) == 1 and len(os.listdir(tmp)) == 1)
+    await _settle(lambda: len(children_of(zygote)) == 1 and len(os.listdir(tmp)) == 1)
     assert len(_open_fds()) == len(before)  # ctl socket + one spare's channel and status
     await backend.aclose()
     await backend.aclose()
@@ -643,8 +631,8 @@ async def test_workers_join_the_template_and_get_the_other_namespaces_fresh(
         zygote = backend._pool.zygote_pid
         assert zygote is not None and backend._pool._zygote is not None
         tmp = backend._pool._zygote.tmp
-        await _settle(lambda: len(_children_of(zygote)) == 2)  # the spares; no holder left
-        spares = _children_of(zygote)
+        await _settle(lambda: len(children_of(zygote)) == 2)  # the spares; no holder left
+        spares = children_of(zygote)
         first, second = (_namespaces_of(pid) for pid in spares)
         host = _namespaces_of(os.getpid())
         assert _namespaces_of(zygote) == host  # the zygote itself stays where it was
