@@ -2,7 +2,8 @@
 
 :class:`WorkerPool` starts the zygote lazily (or adopts one spawned ahead, see
 ``_launch``), asks it for workers and keeps up to ``spares`` pre-forked,
-already sandboxed workers ready for runs with the default sandbox settings.
+already sandboxed workers ready for runs with the default sandbox settings
+(twice as many while runs end back to back).
 The spares are asked for as soon as the zygote is spawned: the requests wait
 in its control socket while it boots. A run that finds no spare ready has one forked for
 it at once rather than waiting for another run to finish, as long as fewer
@@ -438,6 +439,10 @@ class _ZygoteProcess:
 class WorkerPool:
     """Lazily started zygote plus up to ``spares`` ready workers for ``default_key``.
 
+    While runs end back to back (less than ``_BUSY_INTERVAL`` apart) it keeps
+    twice ``spares``: forking and sandboxing a spare then takes longer than a
+    run takes to use one, and a lone caller would wait for each.
+
     At most ``max_workers`` workers live at once (handed out, spare or asked
     for); within that bound a run that finds no spare gets a worker forked for it.
     """
@@ -454,6 +459,9 @@ class WorkerPool:
         self._settings = settings
         self._max_workers = max(1, max_workers)
         self._target = min(max(0, spares), self._max_workers)
+        # While runs are busy (see _BUSY_INTERVAL), twice as many: a spare
+        # takes longer to fork and sandbox than a run to use one.
+        self._busy_target = min(2 * self._target, self._max_workers)
         # Workers handed out and not yet killed, and the runs waiting for a
         # default-key worker: each of those gets a fork request of its own.
         self._in_use = 0
@@ -616,7 +624,7 @@ class WorkerPool:
         ``after_run``: a run has just ended; a spare nobody waits for is forked a
         moment later (see _SPARE_AFTER_RUN_DELAY), unless runs are busy.
         """
-        wanted = max(self._target, self._waiting)
+        wanted = max(self._busy_target if self._busy else self._target, self._waiting)
         while (coming := len(self._spares) + len(self._spare_requests)) < wanted and (
             self._live() < self._max_workers
         ):

@@ -120,12 +120,43 @@ async def test_spares_asked_for_as_runs_end_back_to_back_skip_the_prewarm(
         await runtime.start()
         for _ in range(4):
             await _run_all(runtime, box, 1, 0.0)
-    # The spare asked for as the runtime started, then one after each run.
-    assert len(asked) == 5, asked
+    # The spare asked for as the runtime started, then one after each run;
+    # busy, the second run's end also asks for a second spare (the busy target).
+    assert len(asked) == (6 if busy else 5), asked
     assert asked[0].prewarm is True
     # The first run's end is the first there is: nothing ended just before it.
     assert asked[1].prewarm is True
-    assert [one.prewarm for one in asked[2:]] == [not busy] * 3
+    assert [one.prewarm for one in asked[2:]] == [not busy] * (len(asked) - 2)
+
+
+@pytest.mark.parametrize("busy", [False, True])
+async def test_while_runs_end_back_to_back_the_pool_keeps_twice_the_spares(
+    monkeypatch: pytest.MonkeyPatch, busy: bool
+) -> None:
+    # Back to back, a spare takes longer to fork and sandbox than a run to use
+    # it: the pool tops up to twice ``spares``, and to ``spares`` once runs
+    # are further apart again. Never beyond max_workers.
+    monkeypatch.setattr(_pool, "_BUSY_INTERVAL", 60.0 if busy else 0.0)
+    box = ToolBox()
+    async with SubprocessRuntime(spares=2, max_workers=3) as runtime:
+        pool = runtime._pool
+        await runtime.start()
+        for _ in range(3):
+            await _run_all(runtime, box, 1, 0.0)
+        coming = len(pool._spares) + len(pool._spare_requests)
+        assert coming == (3 if busy else 2)  # 4 when busy, within max_workers=3
+        zygote = await pool._ensure_zygote()
+        await pool._wait(zygote, lambda: not pool._spare_requests)
+        assert len(pool._spares) == coming  # forked, each ready for a run
+        assert all(
+            (spare.greeting or greeting_of(spare))["type"] == "ready" for spare in pool._spares
+        )
+    async with SubprocessRuntime(spares=2) as runtime:
+        await runtime.start()
+        for _ in range(3):
+            await _run_all(runtime, box, 1, 0.0)
+        pool = runtime._pool
+        assert len(pool._spares) + len(pool._spare_requests) == (4 if busy else 2)
 
 
 async def test_a_spare_asked_for_as_a_run_ends_is_forked_a_moment_later(
