@@ -452,9 +452,10 @@ async def test_prctl_options_that_loosen_the_sandbox_are_denied() -> None:
 
 
 def pool_is_quiet(backend: SubprocessRuntime, spares: int) -> bool:
+    """Nothing on its way, and ``spares`` ready (up to twice that after runs back to back)."""
     pool = backend._pool
     return (
-        len(pool._spares) == spares
+        spares <= len(pool._spares) <= 2 * spares
         and not pool._spare_requests
         and not pool._replies
         and not pool._abandoned
@@ -501,9 +502,12 @@ async def test_cancellation_at_any_point_of_the_hand_off_leaves_no_process() -> 
 
         def back_to_baseline() -> bool:
             pool.tidy()  # (what the next run would do first)
-            return descendant_count() == baseline and pool_is_quiet(backend, 2)
+            # The runs came back to back: the pool may keep more spares than it
+            # started with. Every other process is gone.
+            extra = len(pool._spares) - 2
+            return descendant_count() == baseline + extra and pool_is_quiet(backend, 2)
 
-        assert await poll(back_to_baseline, 1.0), (descendant_count(), baseline)
+        assert await poll(back_to_baseline, 1.0), (descendant_count(), baseline, len(pool._spares))
 
 
 @pytest.mark.parametrize("layers", ["all", "none"])
