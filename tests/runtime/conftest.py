@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import orjson
 import pytest
 
@@ -68,3 +69,17 @@ def children_of(pid: int) -> list[int]:
             if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
                 children.append(int(entry))
     return children
+
+
+async def collected_spares(pool: _pool.WorkerPool, seconds: float = 10) -> int:
+    """How many spares ``pool`` holds once every one it asked for has come in.
+
+    A spare's descriptors (its channel and status pipe) reach the host only
+    when its reply is collected, so descriptor counts compare at this point.
+    """
+    with anyio.fail_after(seconds):
+        while True:
+            pool.tidy()
+            if not pool._spare_requests:
+                return len(pool._spares)
+            await anyio.sleep(0.02)
