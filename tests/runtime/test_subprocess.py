@@ -551,32 +551,35 @@ def _open_fds() -> set[int]:
 
 async def test_no_leaks_and_clean_shutdown() -> None:
     backend = SubprocessRuntime(layers=(), spares=1)
-    await backend.start()
-    spares_before = await collected_spares(backend._pool)
-    before = _open_fds()
-    for index in range(20):
-        outcome = await backend.run(f"return {index}", tool_names=[], call_tool=ToolBox())
-        assert outcome.result == index
-    await backend.run(
-        "while True:\n    pass", tool_names=[], call_tool=ToolBox(), limits=Limits(timeout=0.2)
-    )
-    zygote = backend._pool.zygote_pid
-    assert zygote is not None
-    tmp = backend._pool._zygote.tmp if backend._pool._zygote else None
-    assert tmp is not None
-    # Only the spares are left: one, or two if the runs came back to back
-    # (see WorkerPool). Each holds a process, a work directory, its channel
-    # and its status pipe.
-    spares = await collected_spares(backend._pool)
-    assert spares_before == 1 and spares in (1, 2)
-    await _settle(lambda: len(children_of(zygote)) == spares and len(os.listdir(tmp)) == spares)
-    assert len(_open_fds()) == len(before) + 2 * (spares - spares_before)
-    await backend.aclose()
-    await backend.aclose()
-    assert not _exists(tmp)
-    assert not _exists(f"/proc/{zygote}")
-    with pytest.raises(RuntimeClosedError):
-        await backend.run("return 1", tool_names=[], call_tool=ToolBox())
+    try:
+        await backend.start()
+        spares_before = await collected_spares(backend._pool)
+        before = _open_fds()
+        for index in range(20):
+            outcome = await backend.run(f"return {index}", tool_names=[], call_tool=ToolBox())
+            assert outcome.result == index
+        await backend.run(
+            "while True:\n    pass", tool_names=[], call_tool=ToolBox(), limits=Limits(timeout=0.2)
+        )
+        zygote = backend._pool.zygote_pid
+        assert zygote is not None
+        tmp = backend._pool._zygote.tmp if backend._pool._zygote else None
+        assert tmp is not None
+        # Only the spares are left: one, or two if the runs came back to back
+        # (see WorkerPool). Each holds a process, a work directory, its channel
+        # and its status pipe.
+        spares = await collected_spares(backend._pool)
+        assert spares_before == 1 and spares in (1, 2)
+        await _settle(lambda: len(children_of(zygote)) == spares and len(os.listdir(tmp)) == spares)
+        assert len(_open_fds()) == len(before) + 2 * (spares - spares_before)
+        await backend.aclose()
+        await backend.aclose()
+        assert not _exists(tmp)
+        assert not _exists(f"/proc/{zygote}")
+        with pytest.raises(RuntimeClosedError):
+            await backend.run("return 1", tool_names=[], call_tool=ToolBox())
+    finally:
+        await backend.aclose()  # (a failed check above leaves nothing to the next test)
 
 
 async def test_the_work_directory_goes_with_its_worker_whatever_the_program_left_in_it() -> None:
