@@ -337,7 +337,8 @@ async def _check_abandoned_at_the_deadline(any_runtime: Runtime, how: str) -> No
                 call_id="slow",
             )
             elapsed = time.monotonic() - started
-            assert elapsed < limit + grace + 0.1 + 0.6, f"run_code took {elapsed:.2f}s"
+            # Well before the tool is let go (3 s), with room for a loaded machine.
+            assert elapsed < limit + grace + 1.5, f"run_code took {elapsed:.2f}s"
             assert result.is_error
             assert result.error.message.startswith("code run failed (timeout): ")
             assert (
@@ -391,8 +392,9 @@ async def test_a_slow_sink_does_not_hold_the_run(tools: ToolRegistry) -> None:
     )
     timed_out = await ex.run_code("import asyncio\nawait asyncio.sleep(30)")
     elapsed = time.monotonic() - started
-    # On the event loop, the 10 events would add 1.5s; each call may wait 0.1s for the sink.
-    assert elapsed < 0.5 + 2 * 0.1 + 0.4, f"took {elapsed:.2f}s"
+    # On the event loop, the 10 events would add 1.5s; each call may wait 0.1s
+    # for the sink. The bound sits between the two, with room for a loaded machine.
+    assert elapsed < 0.5 + 2 * 0.1 + 0.9, f"took {elapsed:.2f}s"
     assert ok.value["result"] == [f"value-of-{i}" for i in range(3)]
     assert timed_out.is_error and "(timeout)" in timed_out.error.message
     await ex.aclose()  # delivers every event, in order, exactly once
@@ -498,7 +500,7 @@ async def test_waiting_for_a_run_slot_counts_against_the_wall_clock(
         queued = await ex.run_code("return 1")
         elapsed = time.monotonic() - started
         recorder.gate("g").set()
-    assert 0.35 < elapsed < 1.0
+    assert 0.35 < elapsed < 2.0  # not until the gate opens, after run_code returned
     assert queued.is_error and queued.error.info is not None
     assert queued.error.info.code == EXECUTOR_BUSY
     assert queued.error.message.startswith(

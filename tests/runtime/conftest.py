@@ -10,8 +10,10 @@ import anyio
 import orjson
 import pytest
 
+from runtime._base import ToolAnswer
 from runtime._host import _pool
 from runtime._worker._protocol import FrameDecoder
+from runtime.testing import ToolBox
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,31 @@ def asked_workers(monkeypatch: pytest.MonkeyPatch) -> list[AskedWorker]:
 
     monkeypatch.setattr(_pool._ZygoteProcess, "request", recording)
     return asked
+
+
+class MeetingToolBox(ToolBox):
+    """A :class:`ToolBox` whose ``sleep`` first waits until ``count`` calls are in flight.
+
+    The calls meet once: after that, every ``sleep`` goes straight to its
+    sleep, which then keeps the calls overlapping for a bound to be seen.
+    ``max_in_flight`` then says whether the runs overlapped without depending
+    on how fast the machine forks workers: a call that waited for another
+    run to end would leave the meeting short until ``within`` seconds pass.
+    """
+
+    def __init__(self, count: int, within: float = 30.0) -> None:
+        super().__init__()
+        self._count = count
+        self._within = within
+        self._met = anyio.Event()
+
+    async def _answer(self, name: str, args: Any) -> ToolAnswer:
+        if name == "sleep":
+            if self.in_flight >= self._count:
+                self._met.set()
+            with anyio.move_on_after(self._within):
+                await self._met.wait()
+        return await super()._answer(name, args)
 
 
 def greeting_of(worker: _pool.Worker) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from runtime import Limits, SubprocessRuntime
 from runtime._host import _pool
 from runtime.testing import ToolBox
 
-from .conftest import AskedWorker, greeting_of
+from .conftest import AskedWorker, MeetingToolBox, greeting_of
 
 pytestmark = pytest.mark.anyio
 
@@ -33,15 +33,16 @@ async def _run_all(runtime: SubprocessRuntime, box: ToolBox, runs: int, seconds:
 
 async def test_concurrent_runs_do_not_wait_for_each_other() -> None:
     # One spare, eight runs at once: each gets a worker of its own as it
-    # comes, so all eight wait on their tool at the same time.
-    box = ToolBox()
+    # comes, so all eight wait on their tool at the same time (a run that
+    # waited for another to end would never meet the other seven).
+    box = MeetingToolBox(8)
     async with SubprocessRuntime(spares=1) as runtime:
         await _run_all(runtime, box, 8, 1.0)
     assert box.max_in_flight == 8
 
 
 async def test_concurrent_runs_without_the_context_manager() -> None:
-    box = ToolBox()
+    box = MeetingToolBox(6)
     runtime = SubprocessRuntime(spares=1)
     try:
         await _run_all(runtime, box, 6, 0.5)
@@ -52,7 +53,7 @@ async def test_concurrent_runs_without_the_context_manager() -> None:
 
 async def test_live_workers_stay_within_the_bound() -> None:
     # At most two workers live: two runs at a time; the rest queue and finish.
-    box = ToolBox()
+    box = MeetingToolBox(2)
     async with SubprocessRuntime(spares=1, max_workers=2) as runtime:
         await _run_all(runtime, box, 6, 0.3)
     assert box.max_in_flight == 2
@@ -62,7 +63,7 @@ async def test_live_workers_stay_within_the_bound() -> None:
 async def test_runs_with_their_own_limits_stay_within_the_bound() -> None:
     # Workers for other limits (or with no spares) are forked per run, and
     # count against the bound too.
-    box = ToolBox()
+    box = MeetingToolBox(2)
     limits = Limits(cpu_seconds=30)
     async with SubprocessRuntime(spares=0, max_workers=2) as runtime:
         results: list[object] = []

@@ -44,6 +44,7 @@ from runtime._pyodide._assets import (
 from runtime._pyodide._deno import WorkerProfile, deno_command
 from runtime.testing import ToolBox
 
+from .conftest import MeetingToolBox
 from .pyodide_workers import open_runtime, spy_on_workers, tidied
 
 MiB = 1024 * 1024
@@ -946,7 +947,7 @@ async def test_a_runs_call_runners_end_with_it() -> None:
         "import asyncio\n"
         "return len(await asyncio.gather(*[tools.sleep({'seconds': 0.02}) for _ in range(12)]))"
     )
-    tools = ToolBox()
+    tools = MeetingToolBox(12)
     async with open_runtime(spares=1) as runtime:
         outcome = await runtime.run(code, tool_names=["sleep"], call_tool=tools)
         assert outcome.result == 12, outcome

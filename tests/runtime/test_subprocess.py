@@ -38,7 +38,7 @@ from runtime._worker._prewarm import prewarm, warm_up
 from runtime._worker._protocol import FrameDecoder, NotJsonError, ProtocolError, check_json
 from runtime.testing import ManualCancel, ToolBox
 
-from .conftest import children_of, collected_spares
+from .conftest import MeetingToolBox, children_of, collected_spares
 
 pytestmark = pytest.mark.anyio
 
@@ -976,7 +976,7 @@ async def test_call_runners_are_parked_within_a_run_and_end_with_it(
         "    await asyncio.gather(*[tools.sleep({'seconds': 0.02}) for _ in range(30)])\n"
         "return 1"
     )
-    tools = ToolBox()
+    tools = MeetingToolBox(30)
     answered_by: list[set[int]] = [set(), set()]
     calls = 0
 
