@@ -121,7 +121,8 @@ async def test_safe_calls_overlap_up_to_the_limit(
     tools: ToolRegistry, recorder: Recorder, any_runtime: Runtime
 ) -> None:
     ex, _ = executor(tools, any_runtime, max_parallel_sub_calls=3)
-    code = "import asyncio\nreturn await asyncio.gather(*[tools.read({'key': str(i), 'delay': 0.02}) for i in range(7)])"
+    # Each read lasts long enough (0.1 s) for the next ones to arrive on a loaded machine.
+    code = "import asyncio\nreturn await asyncio.gather(*[tools.read({'key': str(i), 'delay': 0.1}) for i in range(7)])"
     r = await ex.run_code(code)
     assert not r.is_error
     assert r.value["result"] == [f"value-of-{i}" for i in range(7)]
@@ -357,7 +358,8 @@ def test_run_code_name_is_reserved(tools: ToolRegistry) -> None:
 async def test_timeout_settles_in_flight_and_drops_queued(
     tools: ToolRegistry, recorder: Recorder, any_runtime: Runtime
 ) -> None:
-    ex, events = executor(tools, any_runtime, max_parallel_sub_calls=1, limits=Limits(timeout=0.2))
+    # (0.5 s: time enough for the first call to start on a loaded machine.)
+    ex, events = executor(tools, any_runtime, max_parallel_sub_calls=1, limits=Limits(timeout=0.5))
     r = await ex.run_code(
         "import asyncio\nawait asyncio.gather(*[tools.read({'key': str(i), 'delay': 30}) for i in range(3)])",
         call_id="t",

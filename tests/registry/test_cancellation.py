@@ -582,11 +582,13 @@ async def test_caller_abort_before_the_deadline_is_aborted_not_timeout() -> None
         finally:
             # A cleanup that outlives the deadline: the caller still owns the outcome.
             with anyio.CancelScope(shield=True):
-                await anyio.sleep(0.03)
+                await anyio.sleep(0.6)
         return "unreachable"  # pragma: no cover
 
     reg = ToolRegistry()
-    reg.register(make_tool(execute=body, timeout=0.01))
+    # The abort follows the body's start at once; a deadline of 0.3 s stays
+    # ahead of it even when a loaded machine holds the test back a while.
+    reg.register(make_tool(execute=body, timeout=0.3))
     result = await _execute_aborting_when(reg, make_call(signal=AbortSignal()), started)
     assert_failure(result, ABORTED)
 
