@@ -50,11 +50,12 @@ def asked_workers(monkeypatch: pytest.MonkeyPatch) -> list[AskedWorker]:
 class MeetingToolBox(ToolBox):
     """A :class:`ToolBox` whose ``sleep`` first waits until ``count`` calls are in flight.
 
-    The calls meet once: after that, every ``sleep`` goes straight to its
-    sleep, which then keeps the calls overlapping for a bound to be seen.
-    ``max_in_flight`` then says whether the runs overlapped without depending
-    on how fast the machine forks workers: a call that waited for another
-    run to end would leave the meeting short until ``within`` seconds pass.
+    Then ``max_in_flight`` says whether the runs overlapped, however slowly
+    the machine forks their workers: were one run to wait for another to
+    end, the meeting would stay short of ``count`` until ``within`` seconds
+    pass. The calls meet once; after that each ``sleep`` sleeps at once, and
+    its sleep keeps the calls overlapping, so that a bound on the workers
+    that did not hold shows as more calls in flight than it allows.
     """
 
     def __init__(self, count: int, within: float = 30.0) -> None:

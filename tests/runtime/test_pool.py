@@ -37,7 +37,7 @@ async def test_concurrent_runs_do_not_wait_for_each_other() -> None:
     # waited for another to end would never meet the other seven).
     box = MeetingToolBox(8)
     async with SubprocessRuntime(spares=1) as runtime:
-        await _run_all(runtime, box, 8, 1.0)
+        await _run_all(runtime, box, 8, 0.1)
     assert box.max_in_flight == 8
 
 
@@ -45,7 +45,7 @@ async def test_concurrent_runs_without_the_context_manager() -> None:
     box = MeetingToolBox(6)
     runtime = SubprocessRuntime(spares=1)
     try:
-        await _run_all(runtime, box, 6, 0.5)
+        await _run_all(runtime, box, 6, 0.1)
     finally:
         await runtime.aclose()
     assert box.max_in_flight == 6
