@@ -106,8 +106,7 @@ async def collected_spares(pool: _pool.WorkerPool, seconds: float = 10) -> int:
     when its reply is collected, so descriptor counts compare at this point.
     """
     with anyio.fail_after(seconds):
-        while True:
-            pool.tidy()
-            if not pool._spare_requests:
-                return len(pool._spares)
-            await anyio.sleep(0.02)
+        zygote = await pool._ensure_zygote()
+        # The pool's own wait: woken by each reply on the zygote's control socket.
+        await pool._wait(zygote, lambda: not pool._spare_requests)
+    return len(pool._spares)
